@@ -1,0 +1,259 @@
+// Package engine is the one API adapters call: a compiled bundle that turns a
+// decoded AdmissionReview request on a route into an AdmissionResponse with
+// the decision kube-apiserver's own ValidatingAdmissionPolicy would make.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// Errors a caller must answer with a failed call (an HTTP error status), so
+// that the webhook's failurePolicy decides, never with a denial.
+var (
+	// ErrUnknownRoute: the route names a group the bundle doesn't have; the
+	// webhook configuration and the bundle have drifted apart.
+	ErrUnknownRoute = errors.New("unknown policy group")
+	// ErrInternal: evaluation itself failed.
+	ErrInternal = validate.ErrInternal
+)
+
+// Reviewer is what adapters need from an engine.
+type Reviewer interface {
+	Review(ctx context.Context, group string, req *review.Request) (*Result, error)
+}
+
+var _ Reviewer = (*Engine)(nil)
+
+// Engine is a compiled bundle. It is immutable and safe for concurrent use.
+type Engine struct {
+	bundle     *policy.Bundle
+	groups     map[string]*route
+	order      []*policy.Group
+	dispatcher *validate.Dispatcher
+}
+
+type route struct {
+	group *policy.Group
+	hooks []validate.Hook
+}
+
+// Result is a review's response plus what a log line needs.
+type Result struct {
+	Response *admissionv1.AdmissionResponse
+	// FailedPolicies had a failed validation or an error (whatever their
+	// bindings' validationActions made of it).
+	FailedPolicies []string
+}
+
+// New compiles every policy of b. A bundle with any compile error is rejected
+// as a whole: the error is a policy.Errors listing every problem as
+// "<file>: policy <name>: <field>: <CEL error>".
+func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
+	var errs policy.Errors
+	validators := map[string]validating.Validator{}
+	for _, p := range b.Policies {
+		v, fieldErrs := c.Compile(p)
+		for _, fe := range fieldErrs {
+			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("ValidatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
+		}
+		validators[p.Name] = v
+	}
+	stores, storeErrs := paramStores(b)
+	errs = append(errs, storeErrs...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+
+	e := &Engine{bundle: b, groups: map[string]*route{}, order: b.Groups(), dispatcher: validate.NewDispatcher()}
+	for _, g := range e.order {
+		r := &route{group: g}
+		for _, p := range b.Policies {
+			var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			for _, pb := range g.Bindings {
+				if pb.Spec.PolicyName == p.Name {
+					bindings = append(bindings, withoutNamespaceSelector(pb))
+				}
+			}
+			if len(bindings) == 0 {
+				continue
+			}
+			var store *validate.ParamStore
+			if pk := p.Spec.ParamKind; pk != nil {
+				store = stores[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)]
+			}
+			r.hooks = append(r.hooks, validate.NewHook(policyWithoutNamespaceSelector(p), bindings, validators[p.Name], store))
+		}
+		e.groups[g.ID] = r
+	}
+	return e, nil
+}
+
+// BundleID identifies the bundle the engine serves.
+func (e *Engine) BundleID() string { return e.bundle.ID }
+
+// Groups are the bundle's webhook groups, default group first.
+func (e *Engine) Groups() []*policy.Group { return e.order }
+
+// Review evaluates req against the bindings of group ("" for /validate).
+// Denials and policy errors are responses; the returned error is only
+// ErrUnknownRoute, ErrInternal, or the context's error when the deadline
+// passed before a decision.
+func (e *Engine) Review(ctx context.Context, group string, req *review.Request) (*Result, error) {
+	r, ok := e.groups[group]
+	if !ok {
+		return nil, fmt.Errorf("%w %q: the webhook configuration does not match the bundle (%s); render it again", ErrUnknownRoute, group, e.bundle.ID)
+	}
+	if len(r.hooks) == 0 {
+		return &Result{Response: review.Allowed(string(req.UID))}, nil
+	}
+	attrs := validate.NewAttributes(req)
+	res, err := e.dispatcher.Dispatch(ctx, attrs, r.hooks)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		// Expressions were interrupted: the answer would be an artefact of
+		// the deadline, not of the policies.
+		return nil, fmt.Errorf("review did not finish in time: %w", err)
+	}
+	resp := &admissionv1.AdmissionResponse{UID: types.UID(req.UID), Allowed: res.Allowed, Warnings: res.Warnings}
+	if !res.Allowed {
+		resp.Result = res.Status
+	}
+	if len(res.AuditAnnotationKeys) > 0 {
+		resp.AuditAnnotations = map[string]string{}
+		for _, k := range res.AuditAnnotationKeys {
+			resp.AuditAnnotations[WebhookAuditKey(k)] = res.AuditAnnotations[k]
+		}
+	}
+	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+}
+
+// validationFailureKey is the audit annotation upstream records for a failed
+// validation under a binding with the Audit action.
+const validationFailureKey = "validation.policy.admission.k8s.io/validation_failure"
+
+// WebhookAuditKey maps an upstream audit annotation key to one a webhook may
+// return. kube-apiserver records a webhook's annotation as
+// "<webhook name>/<key>" and drops it unless that is a qualified name, so the
+// key itself may hold no "/" and at most 63 characters:
+//   - "validation.policy.admission.k8s.io/validation_failure" → "validation_failure"
+//   - "<policy>/<key>" → "<policy>_<key>" (policy names cannot hold "_"),
+//     shortened with a digest suffix when longer than 63 characters.
+func WebhookAuditKey(key string) string {
+	if key == validationFailureKey {
+		return "validation_failure"
+	}
+	out := []byte(key)
+	for i, c := range out {
+		if c == '/' {
+			out[i] = '_'
+		}
+	}
+	k := string(out)
+	if len(utilvalidation.IsQualifiedName(k)) == 0 {
+		return k
+	}
+	sum := sha256.Sum256([]byte(key))
+	if len(k) > 54 {
+		k = k[:54]
+	}
+	return k + "-" + hex.EncodeToString(sum[:4])
+}
+
+// The apiserver applies namespace selectors before calling a group's route,
+// so they are dropped before matching: the function could not evaluate them.
+func policyWithoutNamespaceSelector(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p = p.DeepCopy()
+	p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{}
+	return p
+}
+
+func withoutNamespaceSelector(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	b = b.DeepCopy()
+	if b.Spec.MatchResources != nil {
+		b.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	return b
+}
+
+// builtinNamespaced records the scope of built-in kinds commonly used as
+// params, which a bundle may name without holding any object of that kind.
+var builtinNamespaced = map[schema.GroupVersionKind]bool{
+	{Version: "v1", Kind: "ConfigMap"}: true,
+	{Version: "v1", Kind: "Secret"}:    true,
+	{Version: "v1", Kind: "Namespace"}: false,
+}
+
+// paramStores indexes the bundle's params by kind. Without a cluster to ask,
+// a kind's scope comes from the built-in table, else from its objects (all
+// namespaced or all cluster-scoped), else from bindings that give
+// paramRef.namespace; otherwise it is cluster-scoped.
+func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamStore, policy.Errors) {
+	byKind := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
+	for _, o := range b.Params {
+		gvk := o.GroupVersionKind()
+		byKind[gvk] = append(byKind[gvk], o)
+	}
+	var errs policy.Errors
+	stores := map[schema.GroupVersionKind]*validate.ParamStore{}
+	for _, p := range b.Policies {
+		pk := p.Spec.ParamKind
+		if pk == nil {
+			continue
+		}
+		gvk := schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)
+		if _, done := stores[gvk]; done {
+			continue
+		}
+		objs := byKind[gvk]
+		namespaced, known := builtinNamespaced[gvk]
+		if !known && len(objs) > 0 {
+			withNS := 0
+			for _, o := range objs {
+				if o.GetNamespace() != "" {
+					withNS++
+				}
+			}
+			if withNS != 0 && withNS != len(objs) {
+				errs = append(errs, fmt.Errorf("params of kind %s: some have metadata.namespace and some don't; a kind is either namespaced or cluster-scoped", gvk.Kind))
+				continue
+			}
+			namespaced, known = withNS > 0, true
+		}
+		if !known {
+			for _, pb := range b.Bindings {
+				if pb.Spec.ParamRef != nil && pb.Spec.ParamRef.Namespace != "" && paramKindOf(b, pb) == gvk {
+					namespaced = true
+				}
+			}
+		}
+		stores[gvk] = validate.NewParamStore(gvk, namespaced, objs)
+	}
+	return stores, errs
+}
+
+func paramKindOf(b *policy.Bundle, pb *admissionregistrationv1.ValidatingAdmissionPolicyBinding) schema.GroupVersionKind {
+	p := b.Policy(pb.Spec.PolicyName)
+	if p == nil || p.Spec.ParamKind == nil {
+		return schema.GroupVersionKind{}
+	}
+	return schema.FromAPIVersionAndKind(p.Spec.ParamKind.APIVersion, p.Spec.ParamKind.Kind)
+}

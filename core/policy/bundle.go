@@ -1,0 +1,350 @@
+// Package policy is the bundle model: the ValidatingAdmissionPolicy YAML an
+// operator would apply in-cluster (policies, bindings, param objects), parsed,
+// defaulted the way kube-apiserver defaults them, statically validated and
+// grouped by what kube-apiserver can filter on before calling the function.
+package policy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// The policy API versions the bundle accepts. v1beta1 and v1 of
+// ValidatingAdmissionPolicy share one schema.
+var policyGroupVersions = map[string]bool{
+	"admissionregistration.k8s.io/v1":      true,
+	"admissionregistration.k8s.io/v1beta1": true,
+}
+
+// Source is one file of a bundle.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+// Bundle is a parsed, defaulted and statically valid set of policies. Order
+// is file order (files sorted by name) then document order.
+type Bundle struct {
+	// ID is a digest of the sources: the same files give the same ID.
+	ID       string
+	Policies []*admissionregistrationv1.ValidatingAdmissionPolicy
+	Bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// Params holds every param object, in bundle order.
+	Params []*unstructured.Unstructured
+	// Origins maps "Kind/name" of each policy and binding to where it was
+	// defined, for error messages.
+	Origins map[string]Origin
+}
+
+// Origin is where a bundle object was defined.
+type Origin struct {
+	File     string
+	Document int // 1-based
+}
+
+func (o Origin) String() string { return fmt.Sprintf("%s: document %d", o.File, o.Document) }
+
+// Errors is every problem found in a bundle; a bundle with any is rejected.
+type Errors []error
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, err := range e {
+		lines[i] = err.Error()
+	}
+	return fmt.Sprintf("%d error(s) in policy bundle:\n  %s", len(e), strings.Join(lines, "\n  "))
+}
+
+// LoadFS reads every .yaml, .yml and .json file under dir in fsys (recursively,
+// skipping hidden files and directories) and parses them as one bundle.
+func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
+	var sources []Source
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isManifest(name) {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+		sources = append(sources, Source{Name: rel, Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read policy bundle: %w", err)
+	}
+	if len(sources) == 0 {
+		return nil, fmt.Errorf("read policy bundle: no .yaml, .yml or .json files in %q", dir)
+	}
+	return Parse(sources)
+}
+
+func isManifest(name string) bool {
+	switch path.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Parse builds a bundle from sources. It returns Errors listing every problem
+// (decode errors, unknown kinds, invalid fields) rather than the first one.
+// CEL is compiled later, by the validate package.
+func Parse(sources []Source) (*Bundle, error) {
+	sources = append([]Source(nil), sources...)
+	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
+
+	b := &Bundle{Origins: map[string]Origin{}, ID: digest(sources)}
+	var errs Errors
+	type pendingParam struct {
+		obj    *unstructured.Unstructured
+		origin Origin
+	}
+	var params []pendingParam
+
+	for _, src := range sources {
+		docs, err := splitDocuments(src.Data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", src.Name, err))
+			continue
+		}
+		for i, doc := range docs {
+			origin := Origin{File: src.Name, Document: i + 1}
+			if doc == nil {
+				continue
+			}
+			objs, err := decodeDocument(doc)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+				continue
+			}
+			for _, obj := range objs {
+				if err := b.add(obj, origin); err != nil {
+					if errors.Is(err, errNotPolicyKind) {
+						params = append(params, pendingParam{obj, origin})
+						continue
+					}
+					errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+				}
+			}
+		}
+	}
+
+	// Param objects are recognised by the paramKinds the policies name.
+	paramKinds := map[schema.GroupVersionKind]bool{}
+	for _, p := range b.Policies {
+		if pk := p.Spec.ParamKind; pk != nil {
+			paramKinds[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)] = true
+		}
+	}
+	seenParams := map[string]Origin{}
+	for _, p := range params {
+		gvk := p.obj.GroupVersionKind()
+		if !paramKinds[gvk] {
+			errs = append(errs, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion()))
+			continue
+		}
+		if p.obj.GetName() == "" {
+			errs = append(errs, fmt.Errorf("%s: %s: metadata.name is required", p.origin, gvk.Kind))
+			continue
+		}
+		key := gvk.String() + "/" + p.obj.GetNamespace() + "/" + p.obj.GetName()
+		if prev, dup := seenParams[key]; dup {
+			errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", p.origin, gvk.Kind, qualifiedName(p.obj.GetNamespace(), p.obj.GetName()), prev))
+			continue
+		}
+		seenParams[key] = p.origin
+		b.Params = append(b.Params, p.obj)
+	}
+
+	errs = append(errs, b.validate()...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return b, nil
+}
+
+func qualifiedName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+var errNotPolicyKind = errors.New("not a policy kind")
+
+// add decodes a policy or binding strictly (unknown fields are errors, as with
+// kubectl's default strict field validation) and defaults it.
+func (b *Bundle) add(obj *unstructured.Unstructured, origin Origin) error {
+	if !policyGroupVersions[obj.GetAPIVersion()] {
+		return errNotPolicyKind
+	}
+	switch obj.GetKind() {
+	case "ValidatingAdmissionPolicy":
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		if err := strictDecode(obj, p); err != nil {
+			return fmt.Errorf("ValidatingAdmissionPolicy: %w", err)
+		}
+		key := "ValidatingAdmissionPolicy/" + p.Name
+		if prev, dup := b.Origins[key]; dup && p.Name != "" {
+			return fmt.Errorf("ValidatingAdmissionPolicy %q is already defined at %s", p.Name, prev)
+		}
+		DefaultPolicy(p)
+		b.Origins[key] = origin
+		b.Policies = append(b.Policies, p)
+	case "ValidatingAdmissionPolicyBinding":
+		pb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		if err := strictDecode(obj, pb); err != nil {
+			return fmt.Errorf("ValidatingAdmissionPolicyBinding: %w", err)
+		}
+		key := "ValidatingAdmissionPolicyBinding/" + pb.Name
+		if prev, dup := b.Origins[key]; dup && pb.Name != "" {
+			return fmt.Errorf("ValidatingAdmissionPolicyBinding %q is already defined at %s", pb.Name, prev)
+		}
+		DefaultBinding(pb)
+		b.Origins[key] = origin
+		b.Bindings = append(b.Bindings, pb)
+	default:
+		return errNotPolicyKind
+	}
+	return nil
+}
+
+// Origin returns where the named policy ("ValidatingAdmissionPolicy") or
+// binding was defined.
+func (b *Bundle) Origin(kind, name string) Origin { return b.Origins[kind+"/"+name] }
+
+// Policy returns the policy with the given name, or nil.
+func (b *Bundle) Policy(name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	for _, p := range b.Policies {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func strictDecode(obj *unstructured.Unstructured, into any) error {
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// splitDocuments splits multi-document YAML (or a JSON file). A document
+// holding only comments or whitespace comes back as nil so numbering stays
+// aligned with the file.
+func splitDocuments(data []byte) ([][]byte, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := reader.Read()
+		if err == io.EOF {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read YAML documents: %w", err)
+		}
+		if isEmptyDocument(doc) {
+			// The reader yields a leading empty document for a file that
+			// starts with "---"; don't count it.
+			if len(docs) == 0 && len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			docs = append(docs, nil)
+			continue
+		}
+		docs = append(docs, doc)
+	}
+}
+
+func isEmptyDocument(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] == '#' || bytes.Equal(line, []byte("---")) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// decodeDocument turns one YAML/JSON document into objects, expanding a
+// v1 List (the shape of `kubectl get -o yaml`).
+func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
+	jsonData, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(jsonData, &m); err != nil || m == nil {
+		return nil, errors.New("document is not a Kubernetes object (a YAML mapping with apiVersion and kind)")
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	if obj.GetAPIVersion() == "" || obj.GetKind() == "" {
+		return nil, errors.New("apiVersion and kind are required")
+	}
+	if obj.GetAPIVersion() == "v1" && obj.GetKind() == "List" {
+		items, _, err := unstructured.NestedSlice(m, "items")
+		if err != nil {
+			return nil, fmt.Errorf("List: %w", err)
+		}
+		var out []*unstructured.Unstructured
+		for i, item := range items {
+			im, ok := item.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("List: items[%d] is not an object", i)
+			}
+			u := &unstructured.Unstructured{Object: im}
+			if u.GetAPIVersion() == "" || u.GetKind() == "" {
+				return nil, fmt.Errorf("List: items[%d]: apiVersion and kind are required", i)
+			}
+			out = append(out, u)
+		}
+		return out, nil
+	}
+	return []*unstructured.Unstructured{obj}, nil
+}
+
+func digest(sources []Source) string {
+	h := sha256.New()
+	for _, s := range sources {
+		fmt.Fprintf(h, "%s\x00%d\x00", s.Name, len(s.Data))
+		h.Write(s.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

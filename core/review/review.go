@@ -1,0 +1,193 @@
+// Package review decodes AdmissionReview requests (admission.k8s.io v1 and
+// v1beta1) and encodes responses in the version that was received.
+package review
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// The AdmissionReview versions kube-apiserver sends.
+const (
+	V1      = "admission.k8s.io/v1"
+	V1beta1 = "admission.k8s.io/v1beta1"
+)
+
+// ErrMalformed marks a body that is not a usable AdmissionReview. Adapters
+// answer it with HTTP 400 and a Status body carrying the error text, which
+// never contains object contents.
+var ErrMalformed = errors.New("malformed AdmissionReview")
+
+// Request is a decoded AdmissionReview request. Object, OldObject and Options
+// are decoded once, with JSON numbers as int64/float64 the way kube-apiserver's
+// unstructured conversion produces them for CEL.
+type Request struct {
+	// APIVersion is the AdmissionReview version received; the answer uses it.
+	APIVersion string
+	*admissionv1.AdmissionRequest
+	Object    *unstructured.Unstructured
+	OldObject *unstructured.Unstructured
+	Options   *unstructured.Unstructured
+}
+
+// envelope is the wire shape shared by v1 and v1beta1: their request and
+// response types have identical JSON field sets.
+type envelope struct {
+	APIVersion string                          `json:"apiVersion"`
+	Kind       string                          `json:"kind"`
+	Request    *admissionv1.AdmissionRequest  `json:"request,omitempty"`
+	Response   *admissionv1.AdmissionResponse `json:"response,omitempty"`
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Decode parses an AdmissionReview body. Every error wraps ErrMalformed.
+func Decode(body []byte) (*Request, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, malformed("empty body")
+	}
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, malformed("invalid JSON: %s", jsonErrorText(err))
+	}
+	switch {
+	case env.Kind != "AdmissionReview":
+		return nil, malformed("kind is %q, want \"AdmissionReview\"", env.Kind)
+	case env.APIVersion != V1 && env.APIVersion != V1beta1:
+		return nil, malformed("apiVersion is %q, want %q or %q", env.APIVersion, V1, V1beta1)
+	case env.Request == nil:
+		return nil, malformed("request is missing")
+	case env.Request.UID == "":
+		return nil, malformed("request.uid is missing")
+	case env.Request.Operation == "":
+		return nil, malformed("request.operation is missing")
+	case env.Request.Resource.Resource == "" || env.Request.Kind.Kind == "" || env.Request.Kind.Version == "":
+		return nil, malformed("request.kind and request.resource are required")
+	}
+	r := &Request{APIVersion: env.APIVersion, AdmissionRequest: env.Request}
+	var err error
+	if r.Object, err = decodeObject("request.object", env.Request.Object.Raw); err != nil {
+		return nil, err
+	}
+	if r.OldObject, err = decodeObject("request.oldObject", env.Request.OldObject.Raw); err != nil {
+		return nil, err
+	}
+	if r.Options, err = decodeObject("request.options", env.Request.Options.Raw); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func decodeObject(field string, raw []byte) (*unstructured.Unstructured, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, malformed("%s is not a JSON object", field)
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(raw, &m); err != nil {
+		return nil, malformed("%s: %s", field, jsonErrorText(err))
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// jsonErrorText keeps decoder errors short and free of input bytes.
+func jsonErrorText(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("syntax error at offset %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q: cannot decode JSON %s into %s", typ.Field, typ.Value, typ.Type)
+	default:
+		return "cannot decode"
+	}
+}
+
+// Encode wraps resp in an AdmissionReview of apiVersion.
+func Encode(apiVersion string, resp *admissionv1.AdmissionResponse) ([]byte, error) {
+	if apiVersion != V1 && apiVersion != V1beta1 {
+		return nil, fmt.Errorf("encode AdmissionReview: unsupported apiVersion %q", apiVersion)
+	}
+	return json.Marshal(envelope{APIVersion: apiVersion, Kind: "AdmissionReview", Response: resp})
+}
+
+// GroupVersionKind is the request's kind as a schema type.
+func (r *Request) GroupVersionKind() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: r.Kind.Group, Version: r.Kind.Version, Kind: r.Kind.Kind}
+}
+
+// GroupVersionResource is the request's resource as a schema type.
+func (r *Request) GroupVersionResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: r.Resource.Group, Version: r.Resource.Version, Resource: r.Resource.Resource}
+}
+
+// Allowed admits the request.
+func Allowed(uid string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{UID: typesUID(uid), Allowed: true}
+}
+
+// Denied rejects the request with the given status fields.
+func Denied(uid string, code int32, reason metav1.StatusReason, message string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{
+		UID:     typesUID(uid),
+		Allowed: false,
+		Result: &metav1.Status{
+			Status:  metav1.StatusFailure,
+			Message: message,
+			Reason:  reason,
+			Code:    code,
+		},
+	}
+}
+
+// Status is a metav1.Status body for transport-level errors (400, 404, 500…),
+// which kube-apiserver treats as a failed call and hands to the webhook's
+// failurePolicy.
+func Status(code int, message string) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status:   metav1.StatusFailure,
+		Message:  message,
+		Reason:   reasonForCode(code),
+		Code:     int32(code),
+	}
+}
+
+func reasonForCode(code int) metav1.StatusReason {
+	switch code {
+	case http.StatusBadRequest:
+		return metav1.StatusReasonBadRequest
+	case http.StatusNotFound:
+		return metav1.StatusReasonNotFound
+	case http.StatusMethodNotAllowed:
+		return metav1.StatusReasonMethodNotAllowed
+	case http.StatusUnsupportedMediaType:
+		return metav1.StatusReasonUnsupportedMediaType
+	case http.StatusRequestEntityTooLarge:
+		return metav1.StatusReasonRequestEntityTooLarge
+	case http.StatusGatewayTimeout:
+		return metav1.StatusReasonTimeout
+	case http.StatusServiceUnavailable:
+		return metav1.StatusReasonServiceUnavailable
+	default:
+		return metav1.StatusReasonInternalError
+	}
+}
+
+func typesUID(uid string) types.UID { return types.UID(uid) }

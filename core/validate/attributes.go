@@ -1,0 +1,123 @@
+package validate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/admitfn/admitfn/core/review"
+)
+
+// Attributes is one review's admission.Attributes. Besides what upstream's
+// record holds, it builds the CEL `request` value once and collects the audit
+// annotations upstream's dispatcher publishes. A review runs on one
+// goroutine, so no locking is needed.
+type Attributes struct {
+	admission.Attributes
+	req *review.Request
+
+	request     map[string]any
+	namespace   map[string]any
+	annotations map[string]string
+	keys        []string
+}
+
+// NewAttributes builds the attributes of a decoded review request.
+func NewAttributes(req *review.Request) *Attributes {
+	var obj, oldObj, opts runtime.Object
+	if req.Object != nil {
+		obj = req.Object
+	}
+	if req.OldObject != nil {
+		oldObj = req.OldObject
+	}
+	if req.Options != nil {
+		opts = req.Options
+	}
+	extra := map[string][]string{}
+	for k, v := range req.UserInfo.Extra {
+		extra[k] = []string(v)
+	}
+	userInfo := &user.DefaultInfo{Name: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups, Extra: extra}
+	dryRun := req.DryRun != nil && *req.DryRun
+	return &Attributes{
+		Attributes: admission.NewAttributesRecord(obj, oldObj, req.GroupVersionKind(), req.Namespace, req.Name,
+			req.GroupVersionResource(), req.SubResource, admission.Operation(req.Operation), opts, dryRun, userInfo),
+		req: req,
+	}
+}
+
+// celRequest is the CEL `request` variable, built as upstream builds it
+// (plugincel.CreateAdmissionRequest), once per review. kube-apiserver has
+// already resolved the equivalent kind for the webhook, so the request's
+// requestKind/requestResource are the originals it received.
+func (a *Attributes) celRequest() map[string]any {
+	if a.request != nil {
+		return a.request
+	}
+	r := plugincel.CreateAdmissionRequest(a.Attributes, metav1.GroupVersionResource(a.GetResource()), metav1.GroupVersionKind(a.GetKind()))
+	if a.req.RequestKind != nil {
+		r.RequestKind = a.req.RequestKind
+	}
+	if a.req.RequestResource != nil {
+		r.RequestResource = a.req.RequestResource
+	}
+	if a.req.RequestSubResource != "" {
+		r.RequestSubResource = a.req.RequestSubResource
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		// A typed AdmissionRequest always converts; keep the variable null
+		// rather than panicking if that ever changes.
+		return nil
+	}
+	a.request = m
+	return m
+}
+
+// celNamespace is the CEL `namespaceObject`. The function cannot read the
+// cluster, so the only namespace it knows is the one named by the request.
+func (a *Attributes) celNamespace(ns *corev1.Namespace) map[string]any {
+	if a.namespace != nil && a.namespace["metadata"].(map[string]any)["name"] == ns.Name {
+		return a.namespace
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(plugincel.CreateNamespaceObject(ns))
+	if err != nil {
+		return nil
+	}
+	a.namespace = m
+	return m
+}
+
+// AddAnnotation records an audit annotation with upstream's rule: a key once
+// set cannot be given another value.
+func (a *Attributes) AddAnnotation(key, value string) error {
+	return a.AddAnnotationWithLevel(key, value, auditinternal.LevelMetadata)
+}
+
+// AddAnnotationWithLevel implements admission.Attributes.
+func (a *Attributes) AddAnnotationWithLevel(key, value string, _ auditinternal.Level) error {
+	if a.annotations == nil {
+		a.annotations = map[string]string{}
+	}
+	if old, ok := a.annotations[key]; ok {
+		if old != value {
+			return fmt.Errorf("admission annotations are not allowed to be overwritten, key: %q", key)
+		}
+		return nil
+	}
+	a.annotations[key] = value
+	a.keys = append(a.keys, key)
+	return nil
+}
+
+// Annotations returns the audit annotations in the order they were added.
+func (a *Attributes) Annotations() (keys []string, values map[string]string) {
+	return a.keys, a.annotations
+}

@@ -1,0 +1,199 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/google/cel-go/interpreter"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+)
+
+// condition is a plugincel.ConditionEvaluator over programs compiled by
+// kube-apiserver's own compiler. It differs from upstream's in one way only:
+// the CEL value of `request` (and of namespaceObject) is built once per
+// review and shared by every policy, binding and param, instead of being
+// converted by reflection on every call. Budget accounting and error texts
+// are upstream's (k8s.io/apiserver/pkg/admission/plugin/cel/activation.go).
+type condition struct {
+	compiler *plugincel.CompositedCompiler
+	results  []plugincel.CompilationResult
+}
+
+var _ plugincel.ConditionEvaluator = (*condition)(nil)
+
+func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, runtimeCELCostBudget int64) ([]plugincel.EvaluationResult, int64, error) {
+	act, err := newActivation(versionedAttr, request, inputs, namespace)
+	if err != nil {
+		return nil, -1, err
+	}
+	compositionCtx := c.compiler.CreateContext(ctx)
+	act.variables = compositionCtx.Variables(act)
+
+	evaluations := make([]plugincel.EvaluationResult, len(c.results))
+	remaining := runtimeCELCostBudget
+	for i, result := range c.results {
+		evaluations[i], remaining, err = evaluate(compositionCtx, act, result, remaining)
+		if err != nil {
+			return nil, -1, err
+		}
+	}
+	return evaluations, remaining, nil
+}
+
+func (c *condition) CompilationErrors() []error {
+	var errs []error
+	for _, r := range c.results {
+		if r.Error != nil {
+			errs = append(errs, r.Error)
+		}
+	}
+	return errs
+}
+
+// activation resolves the admission CEL variables. `authorizer` is never
+// resolvable: the function has no access to the cluster's authorizer, so an
+// expression that uses it fails and follows failurePolicy.
+type activation struct {
+	object, oldObject, params, request, namespace, variables any
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case plugincel.ObjectVarName:
+		return a.object, true
+	case plugincel.OldObjectVarName:
+		return a.oldObject, true
+	case plugincel.ParamsVarName:
+		return a.params, true
+	case plugincel.RequestVarName:
+		return a.request, true
+	case plugincel.NamespaceVarName:
+		return a.namespace, true
+	case plugincel.VariableVarName:
+		return a.variables, true
+	default:
+		return nil, false
+	}
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+func newActivation(versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace) (*activation, error) {
+	var err error
+	act := &activation{}
+	if act.object, err = resolveVal(versionedAttr.VersionedObject); err != nil {
+		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
+	}
+	if act.oldObject, err = resolveVal(versionedAttr.VersionedOldObject); err != nil {
+		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
+	}
+	if act.params, err = resolveVal(inputs.VersionedParams); err != nil {
+		return nil, fmt.Errorf("failed to prepare params variable for evaluation: %w", err)
+	}
+	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
+		act.request = attrs.celRequest()
+		if namespace != nil {
+			act.namespace = attrs.celNamespace(namespace)
+		}
+		return act, nil
+	}
+	// Attributes from elsewhere: convert per call, as upstream does.
+	req, err := runtime.DefaultUnstructuredConverter.ToUnstructured(request)
+	if err != nil {
+		return nil, fmt.Errorf("failed to prepare request variable for evaluation: %w", err)
+	}
+	act.request = req
+	if act.namespace, err = resolveVal(plugincel.CreateNamespaceObject(namespace)); err != nil {
+		return nil, fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
+	}
+	return act, nil
+}
+
+// resolveVal is upstream's objectToResolveVal; for the unstructured objects
+// admitfn decodes it is free.
+func resolveVal(obj runtime.Object) (any, error) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return nil, nil
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// evaluate mirrors upstream's evaluationActivation.Evaluate exactly: the same
+// budget accounting (variables included), the same errors and texts.
+func evaluate(compositionCtx plugincel.CompositionContext, act *activation, result plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
+	var evaluation plugincel.EvaluationResult
+	if result.ExpressionAccessor == nil { // placeholder keeping indexes aligned
+		return evaluation, remainingBudget, nil
+	}
+	evaluation.ExpressionAccessor = result.ExpressionAccessor
+	if result.Error != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("compilation error: %v", result.Error),
+			Cause:  result.Error,
+		}
+		return evaluation, remainingBudget, nil
+	}
+	if result.Program == nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInternal,
+			Detail: "unexpected internal error compiling expression",
+		}
+		return evaluation, remainingBudget, nil
+	}
+	start := time.Now()
+	evalResult, evalDetails, err := result.Program.ContextEval(compositionCtx, act)
+	compositionCost := compositionCtx.GetAndResetCost()
+	if compositionCost > remainingBudget {
+		return evaluation, -1, outOfBudget()
+	}
+	remainingBudget -= compositionCost
+	evaluation.Elapsed = time.Since(start)
+	if evalDetails == nil {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInternal,
+			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", result.ExpressionAccessor.GetExpression()),
+		}
+	}
+	rtCost := evalDetails.ActualCost()
+	if rtCost == nil {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", result.ExpressionAccessor.GetExpression()),
+			Cause:  apiservercel.ErrOutOfBudget,
+		}
+	}
+	if *rtCost > math.MaxInt64 || int64(*rtCost) > remainingBudget {
+		return evaluation, -1, outOfBudget()
+	}
+	remainingBudget -= int64(*rtCost)
+	if err != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", result.ExpressionAccessor.GetExpression(), err),
+		}
+	} else {
+		evaluation.EvalResult = evalResult
+	}
+	return evaluation, remainingBudget, nil
+}
+
+func outOfBudget() error {
+	return &apiservercel.Error{
+		Type:   apiservercel.ErrorTypeInvalid,
+		Detail: "validation failed due to running out of cost budget, no further validation rules will be run",
+		Cause:  apiservercel.ErrOutOfBudget,
+	}
+}

@@ -1,0 +1,164 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/warning"
+)
+
+// Hook is one policy with the bindings that apply on a route, its compiled
+// validator and its params: upstream's generic.PolicyHook.
+type Hook = validating.PolicyHook
+
+// NewHook assembles a hook. params may be nil when the policy has no
+// paramKind. The policy is wrapped so the review's Trace learns which
+// policies failed.
+func NewHook(p *admissionregistrationv1.ValidatingAdmissionPolicy, bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding, v validating.Validator, params *ParamStore) Hook {
+	h := Hook{Policy: p, Bindings: bindings, Evaluator: tracingValidator{Validator: v, policy: p.Name}}
+	if params != nil {
+		h.ParamInformer = params
+		h.ParamScope = params.Scope()
+	}
+	return h
+}
+
+// Dispatcher evaluates hooks with upstream's VAP dispatcher.
+type Dispatcher struct {
+	upstream generic.Dispatcher[validating.PolicyHook]
+	objects  admission.ObjectInterfaces
+}
+
+// NewDispatcher builds a dispatcher. No authorizer is given: the function
+// has none, and admitfn's activation never exposes one to CEL.
+func NewDispatcher() *Dispatcher {
+	m := generic.NewPolicyMatcher(matching.NewMatcher(nameOnlyNamespaces{}, nil))
+	return &Dispatcher{
+		upstream: validating.NewDispatcher(nil, m),
+		// An empty scheme: objects arrive already in the version the webhook
+		// asked for, so no conversion is ever needed.
+		objects: admission.NewObjectInterfacesFromScheme(runtime.NewScheme()),
+	}
+}
+
+// Result is the outcome of one review.
+type Result struct {
+	Allowed bool
+	// Status is set when the request is denied: message, reason and code
+	// exactly as kube-apiserver's ValidatingAdmissionPolicy returns them.
+	Status *metav1.Status
+	// Warnings in the order they were raised.
+	Warnings []string
+	// AuditAnnotations as upstream publishes them ("<policy>/<key>" and
+	// "validation.policy.admission.k8s.io/validation_failure"), in order.
+	AuditAnnotationKeys []string
+	AuditAnnotations    map[string]string
+	// FailedPolicies names the policies with at least one failed validation
+	// or error, for logs.
+	FailedPolicies []string
+}
+
+// ErrInternal marks a failure of the evaluation machinery itself (not a
+// policy decision): the caller must answer with an error, so the webhook's
+// failurePolicy decides.
+var ErrInternal = errors.New("internal error evaluating policies")
+
+// Dispatch evaluates hooks against attrs.
+func (d *Dispatcher) Dispatch(ctx context.Context, attrs *Attributes, hooks []Hook) (Result, error) {
+	rec := &warnings{}
+	tr := &trace{}
+	ctx = warning.WithWarningRecorder(ctx, rec)
+	ctx = context.WithValue(ctx, traceKey{}, tr)
+
+	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
+	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.failed}
+	res.AuditAnnotationKeys, res.AuditAnnotations = attrs.Annotations()
+	if err == nil {
+		return res, nil
+	}
+	var se *k8serrors.StatusError
+	if !errors.As(err, &se) {
+		return Result{}, fmt.Errorf("%w: %w", ErrInternal, err)
+	}
+	st := se.ErrStatus
+	// The dispatcher records the policy's own message as the last cause;
+	// the top-level message adds `<resource> "<name>" is forbidden: `, which
+	// kube-apiserver adds again itself for a webhook denial.
+	message := st.Message
+	if st.Details != nil && len(st.Details.Causes) > 0 {
+		message = st.Details.Causes[len(st.Details.Causes)-1].Message
+	}
+	res.Status = &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: message,
+		Reason:  st.Reason,
+		Code:    st.Code,
+		Details: st.Details,
+	}
+	return res, nil
+}
+
+// warnings is the request's warning.Recorder. kube-apiserver de-duplicates
+// and truncates webhook warnings itself; exact repeats are dropped here too.
+type warnings struct{ list []string }
+
+func (w *warnings) AddWarning(_, text string) {
+	for _, existing := range w.list {
+		if existing == text {
+			return
+		}
+	}
+	w.list = append(w.list, text)
+}
+
+type traceKey struct{}
+
+type trace struct{ failed []string }
+
+func (t *trace) add(policy string) {
+	for _, p := range t.failed {
+		if p == policy {
+			return
+		}
+	}
+	t.failed = append(t.failed, policy)
+}
+
+// tracingValidator notes which policies produced a failed validation or an
+// error, so a review's log line can name them without logging messages
+// (which may quote object contents).
+type tracingValidator struct {
+	validating.Validator
+	policy string
+}
+
+func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.GroupVersionResource, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, namespace *corev1.Namespace, runtimeCELCostBudget int64, authz authorizer.Authorizer) validating.ValidateResult {
+	res := v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, authz)
+	if tr, ok := ctx.Value(traceKey{}).(*trace); ok {
+		for _, d := range res.Decisions {
+			if d.Action == validating.ActionDeny || d.Evaluation == validating.EvalError {
+				tr.add(v.policy)
+				break
+			}
+		}
+		for _, a := range res.AuditAnnotations {
+			if a.Action == validating.AuditAnnotationActionError {
+				tr.add(v.policy)
+				break
+			}
+		}
+	}
+	return res
+}
