@@ -44,8 +44,8 @@ func (g *Group) Path() string {
 }
 
 type groupKey struct {
-	NamespaceSelector *metav1.LabelSelector                   `json:"namespaceSelector"`
-	ObjectSelector    *metav1.LabelSelector                   `json:"objectSelector"`
+	NamespaceSelector *metav1.LabelSelector                     `json:"namespaceSelector"`
+	ObjectSelector    *metav1.LabelSelector                     `json:"objectSelector"`
 	FailurePolicy     admissionregistrationv1.FailurePolicyType `json:"failurePolicy"`
 }
 

@@ -43,8 +43,8 @@ type Request struct {
 // envelope is the wire shape shared by v1 and v1beta1: their request and
 // response types have identical JSON field sets.
 type envelope struct {
-	APIVersion string                          `json:"apiVersion"`
-	Kind       string                          `json:"kind"`
+	APIVersion string                         `json:"apiVersion"`
+	Kind       string                         `json:"kind"`
 	Request    *admissionv1.AdmissionRequest  `json:"request,omitempty"`
 	Response   *admissionv1.AdmissionResponse `json:"response,omitempty"`
 }
