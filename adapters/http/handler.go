@@ -1,0 +1,215 @@
+// Package http is the net/http transport every platform adapter reuses:
+// routing, method and content-type checks, the body cap, the apiserver's
+// ?timeout= deadline, panic recovery and one log line per review.
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+)
+
+// MaxBodyBytes caps a review body. kube-apiserver accepts write bodies of up
+// to 3 MiB (--max-request-body-bytes default), and an UPDATE review carries
+// both object and oldObject, so 7 MiB holds any review it can send while
+// bounding what a hostile caller can make the function read.
+const MaxBodyBytes = 7 << 20
+
+// maxTimeout bounds ?timeout=: a webhook's timeoutSeconds is at most 30.
+const maxTimeout = 30 * time.Second
+
+// Engine is what the handler needs: reviews, and the bundle's identity for
+// logs and /readyz.
+type Engine interface {
+	engine.Reviewer
+	BundleID() string
+}
+
+// Handler serves POST /validate[/<group>], GET /healthz and GET /readyz.
+type Handler struct {
+	engine Engine
+	log    zerolog.Logger
+	now    func() time.Time
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a handler over e that logs to log.
+func New(e Engine, log zerolog.Logger) *Handler {
+	return &Handler{engine: e, log: log, now: time.Now}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		h.probe(w, r, "ok")
+		return
+	case "/readyz":
+		h.probe(w, r, "ok: bundle "+h.engine.BundleID())
+		return
+	}
+	group, ok := parseRoute(r.URL.Path)
+	if !ok {
+		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s and %s/<group>", r.URL.Path, policy.ValidatePathPrefix, policy.ValidatePathPrefix))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
+		return
+	}
+	h.review(w, r, group)
+}
+
+func (h *Handler) probe(w http.ResponseWriter, r *http.Request, body string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, body+"\n")
+}
+
+// parseRoute accepts "/validate" (group "") and "/validate/<group>".
+func parseRoute(path string) (string, bool) {
+	if path == policy.ValidatePathPrefix {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(path, policy.ValidatePathPrefix+"/")
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return "", false
+	}
+	return rest, true
+}
+
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
+	start := h.now()
+	logLine := func(e *zerolog.Event) *zerolog.Event {
+		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Dur("latency", h.now().Sub(start))
+	}
+
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeStatus(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q not supported: send application/json", ct))
+		logLine(h.log.Warn()).Int("status", http.StatusUnsupportedMediaType).Msg("rejected review request")
+		return
+	}
+	ctx, cancel, err := deadline(r)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, err.Error())
+		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		return
+	}
+	defer cancel()
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+			logLine(h.log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
+			return
+		}
+		writeStatus(w, http.StatusBadRequest, "could not read request body")
+		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		return
+	}
+	req, err := review.Decode(body)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, err.Error())
+		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Str("error", err.Error()).Msg("rejected review request")
+		return
+	}
+
+	fields := func(e *zerolog.Event) *zerolog.Event {
+		return logLine(e).Str("uid", string(req.UID)).
+			Str("kind", req.Kind.Group+"/"+req.Kind.Version+"/"+req.Kind.Kind).
+			Str("resource", req.Resource.Resource).Str("subresource", req.SubResource).
+			Str("namespace", req.Namespace).Str("name", req.Name).
+			Str("operation", string(req.Operation)).Bool("dry_run", req.DryRun != nil && *req.DryRun)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
+			fields(h.log.Error()).Int("status", http.StatusInternalServerError).
+				Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).Msg("review panicked")
+		}
+	}()
+
+	res, err := h.engine.Review(ctx, group, req)
+	switch {
+	case errors.Is(err, engine.ErrUnknownRoute):
+		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configuration", group))
+		fields(h.log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+		return
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		writeStatus(w, http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID))
+		fields(h.log.Warn()).Int("status", http.StatusGatewayTimeout).Msg("review timed out")
+		return
+	case err != nil:
+		writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
+		fields(h.log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("review failed")
+		return
+	}
+
+	out, err := review.Encode(req.APIVersion, res.Response)
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error encoding the response to request %s", req.UID))
+		fields(h.log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("encode response")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+
+	decision := "allowed"
+	if !res.Response.Allowed {
+		decision = "denied"
+	}
+	fields(h.log.Info()).Int("status", http.StatusOK).Str("decision", decision).
+		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
+		Msg("review")
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// deadline derives the review's context from kube-apiserver's ?timeout=
+// (the webhook's timeoutSeconds): the answer must leave before the caller
+// gives up, so a tenth of it is kept as margin.
+func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
+	raw := r.URL.Query().Get("timeout")
+	if raw == "" {
+		ctx, cancel := context.WithCancel(r.Context())
+		return ctx, cancel, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d <= 0 {
+		return nil, nil, fmt.Errorf("invalid timeout %q: want a positive duration such as 10s", raw)
+	}
+	d = min(d, maxTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), d-d/10)
+	return ctx, cancel, nil
+}
+
+func writeStatus(w http.ResponseWriter, code int, message string) {
+	body, _ := json.Marshal(review.Status(code, message)) // a plain struct: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(body)
+}

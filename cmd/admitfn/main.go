@@ -1,0 +1,60 @@
+// Command admitfn is the policy author's and operator's tool: it renders the
+// webhook configuration for a bundle (and, as it grows, tests, lints and
+// pushes bundles).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `admitfn serves Kubernetes ValidatingAdmissionPolicies from a function.
+
+Usage:
+  admitfn <command> [flags]
+
+Commands:
+  render   print the ValidatingWebhookConfiguration that points kube-apiserver at the function
+
+Run 'admitfn <command> -h' for a command's flags.
+`
+
+// run executes a subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "render":
+		err = renderCmd(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "admitfn: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "admitfn %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// errUsage marks bad flags; the flag package has already explained them.
+var errUsage = errors.New("usage")

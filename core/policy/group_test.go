@@ -1,0 +1,130 @@
+package policy
+
+import (
+	"reflect"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMergeSelectors(t *testing.T) {
+	in := metav1.LabelSelectorOpIn
+	for _, tc := range []struct {
+		name string
+		a, b *metav1.LabelSelector
+		want *metav1.LabelSelector
+	}{
+		{"both nil", nil, nil, &metav1.LabelSelector{}},
+		{"labels union", &metav1.LabelSelector{MatchLabels: map[string]string{"a": "1"}}, &metav1.LabelSelector{MatchLabels: map[string]string{"b": "2"}},
+			&metav1.LabelSelector{MatchLabels: map[string]string{"a": "1", "b": "2"}}},
+		{"conflicting label becomes an unsatisfiable In", &metav1.LabelSelector{MatchLabels: map[string]string{"a": "1"}}, &metav1.LabelSelector{MatchLabels: map[string]string{"a": "2"}},
+			&metav1.LabelSelector{MatchLabels: map[string]string{"a": "1"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: in, Values: []string{"2"}}}}},
+		{"expressions sorted and de-duplicated",
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "z", Operator: in, Values: []string{"y", "x"}}, {Key: "a", Operator: metav1.LabelSelectorOpExists}}},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpExists}}},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpExists}, {Key: "z", Operator: in, Values: []string{"x", "y"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MergeSelectors(tc.a, tc.b); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGroups(t *testing.T) {
+	src := `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: pods}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods], resourceNames: [a]}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: pods-ignore}
+spec:
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods]}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: scoped}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {team: a}}
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments, deployments/scale]}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b-pods}
+spec: {policyName: pods, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b-ignore}
+spec: {policyName: pods-ignore, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b-scoped-1}
+spec:
+  policyName: scoped
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {env: prod}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b-scoped-2}
+spec:
+  policyName: scoped
+  validationActions: [Warn]
+  matchResources:
+    namespaceSelector: {matchLabels: {env: prod}}
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+`
+	b, err := Parse([]Source{{Name: "g.yaml", Data: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := b.Groups()
+	type summary struct {
+		path     string
+		fp       admissionregistrationv1.FailurePolicyType
+		ns       *metav1.LabelSelector
+		bindings []string
+		rules    int
+	}
+	var got []summary
+	for _, g := range groups {
+		s := summary{path: g.Path(), fp: g.FailurePolicy, ns: g.NamespaceSelector, rules: len(g.Rules)}
+		for _, pb := range g.Bindings {
+			s.bindings = append(s.bindings, pb.Name)
+		}
+		got = append(got, s)
+	}
+	// IDs are digests of (namespaceSelector, objectSelector, failurePolicy):
+	// they must not change between releases, or deployed webhook
+	// configurations would point at routes that no longer exist.
+	want := []summary{
+		{path: "/validate", fp: "Fail", ns: &metav1.LabelSelector{}, bindings: []string{"b-pods"}, rules: 1},
+		{path: "/validate/08611df65d", fp: "Ignore", ns: &metav1.LabelSelector{}, bindings: []string{"b-ignore"}, rules: 1},
+		{path: "/validate/d00554191c", fp: "Fail", ns: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod", "team": "a"}}, bindings: []string{"b-scoped-1", "b-scoped-2"}, rules: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("groups:\n got %+v\nwant %+v", got, want)
+	}
+	// Rules drop resourceNames (webhooks have none; the engine checks them).
+	if r := groups[0].Rules[0]; !reflect.DeepEqual(r.Resources, []string{"pods"}) || !reflect.DeepEqual(r.Operations, []admissionregistrationv1.OperationType{"CREATE"}) {
+		t.Errorf("default group rule = %+v", r)
+	}
+	// The binding's own rules narrow the policy's.
+	if r := groups[2].Rules[1]; !reflect.DeepEqual(r.Resources, []string{"deployments"}) {
+		t.Errorf("scoped group rules = %+v", groups[2].Rules)
+	}
+}

@@ -1,0 +1,125 @@
+package review
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const validRequest = `{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","namespace":"default","name":"p","userInfo":{"username":"alice"}`
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		body    string
+		wantErr string // empty: must decode
+	}{
+		{name: "v1", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":{"apiVersion":"v1","kind":"Pod"}}}`},
+		{name: "v1beta1", body: `{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":` + validRequest + `}}`},
+		{name: "empty body", body: " \n", wantErr: "malformed AdmissionReview: empty body"},
+		{name: "invalid JSON", body: `{"apiVersion":`, wantErr: "malformed AdmissionReview: invalid JSON: syntax error at offset 14"},
+		{name: "syntax error", body: `{"apiVersion" 1}`, wantErr: "malformed AdmissionReview: invalid JSON: syntax error at offset 15"},
+		{name: "wrong type", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, wantErr: `malformed AdmissionReview: invalid JSON: field "request.uid": cannot decode JSON number into types.UID`},
+		{name: "not an object", body: `[1,2]`, wantErr: "malformed AdmissionReview: invalid JSON: field \"\": cannot decode JSON array into review.envelope"},
+		{name: "wrong kind", body: `{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}`, wantErr: `malformed AdmissionReview: kind is "Pod", want "AdmissionReview"`},
+		{name: "wrong apiVersion", body: `{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview"}`, wantErr: `malformed AdmissionReview: apiVersion is "admission.k8s.io/v2", want "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"`},
+		{name: "missing request", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, wantErr: "malformed AdmissionReview: request is missing"},
+		{name: "missing uid", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`, wantErr: "malformed AdmissionReview: request.uid is missing"},
+		{name: "missing operation", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}`, wantErr: "malformed AdmissionReview: request.operation is missing"},
+		{name: "missing kind", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE"}}`, wantErr: "malformed AdmissionReview: request.kind and request.resource are required"},
+		{name: "object is a string", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":"secret-data"}}`, wantErr: "malformed AdmissionReview: request.object is not a JSON object"},
+		{name: "oldObject is an array", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"oldObject":[1]}}`, wantErr: "malformed AdmissionReview: request.oldObject is not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Decode([]byte(tc.body))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				if r.UID != "u-1" || r.Kind.Kind != "Pod" {
+					t.Fatalf("decoded %+v", r.AdmissionRequest)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Decode succeeded, want error %q", tc.wantErr)
+			}
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("error %v does not wrap ErrMalformed", err)
+			}
+			if err.Error() != tc.wantErr {
+				t.Errorf("error\n got: %s\nwant: %s", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "secret-data") {
+				t.Errorf("error echoes input: %s", err)
+			}
+		})
+	}
+}
+
+func TestDecodeObjectNumbersAreCELIntegers(t *testing.T) {
+	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest +
+		`,"object":{"spec":{"replicas":3,"ratio":0.5}},"oldObject":null,"options":{"apiVersion":"meta.k8s.io/v1","kind":"CreateOptions"}}}`
+	r, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := r.Object.Object["spec"].(map[string]any)
+	if got, ok := spec["replicas"].(int64); !ok || got != 3 {
+		t.Errorf("replicas = %#v, want int64(3)", spec["replicas"])
+	}
+	if got, ok := spec["ratio"].(float64); !ok || got != 0.5 {
+		t.Errorf("ratio = %#v, want float64(0.5)", spec["ratio"])
+	}
+	if r.OldObject != nil {
+		t.Errorf("oldObject = %v, want nil for JSON null", r.OldObject)
+	}
+	if r.Options == nil || r.Options.GetKind() != "CreateOptions" {
+		t.Errorf("options = %v", r.Options)
+	}
+}
+
+func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
+	for _, version := range []string{V1, V1beta1} {
+		out, err := Encode(version, Denied("u-1", 403, metav1.StatusReasonForbidden, "no"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{
+			"apiVersion": version,
+			"kind":       "AdmissionReview",
+			"response": map[string]any{
+				"uid":     "u-1",
+				"allowed": false,
+				"status":  map[string]any{"metadata": map[string]any{}, "status": "Failure", "message": "no", "reason": "Forbidden", "code": float64(403)},
+			},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %v\nwant %v", version, got, want)
+		}
+	}
+	if _, err := Encode("admission.k8s.io/v2", Allowed("u")); err == nil {
+		t.Error("Encode accepted an unknown version")
+	}
+}
+
+func TestStatus(t *testing.T) {
+	for code, reason := range map[int]metav1.StatusReason{
+		400: metav1.StatusReasonBadRequest, 404: metav1.StatusReasonNotFound, 405: metav1.StatusReasonMethodNotAllowed,
+		413: metav1.StatusReasonRequestEntityTooLarge, 415: metav1.StatusReasonUnsupportedMediaType,
+		500: metav1.StatusReasonInternalError, 504: metav1.StatusReasonTimeout,
+	} {
+		s := Status(code, "m")
+		if s.Reason != reason || s.Code != int32(code) || s.Kind != "Status" || s.APIVersion != "v1" || s.Status != metav1.StatusFailure || s.Message != "m" {
+			t.Errorf("Status(%d) = %+v", code, s)
+		}
+	}
+}

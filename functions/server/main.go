@@ -1,0 +1,146 @@
+// Command server serves a policy bundle over HTTP(S): locally, in a
+// container, or on Cloud Run. kube-apiserver calls it through a
+// ValidatingWebhookConfiguration rendered by `admitfn render`.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "admitfn server:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	addr, policies, tlsCert, tlsKey, logLevel string
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var c config
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>], GET /healthz and GET /readyz.\nEach flag's default comes from the environment variable named with it.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.addr, "addr", env("ADMITFN_ADDR", "127.0.0.1:8080"), "listen address (ADMITFN_ADDR)")
+	fs.StringVar(&c.policies, "policies", env("ADMITFN_POLICIES", "policies/examples"), "policy bundle directory (ADMITFN_POLICIES)")
+	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS (ADMITFN_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", env("ADMITFN_TLS_KEY", ""), "TLS private key PEM file (ADMITFN_TLS_KEY)")
+	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, errors.New("-tls-cert and -tls-key go together")
+	}
+	return c, nil
+}
+
+// run serves until ctx is done, then shuts down gracefully. ready, if set,
+// is called with the listening address once the server accepts connections.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func(addr string)) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(cfg.logLevel)
+	if err != nil {
+		return fmt.Errorf("invalid log level %q", cfg.logLevel)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+
+	b, err := policy.LoadFS(os.DirFS(cfg.policies), ".")
+	if err != nil {
+		return fmt.Errorf("load %s: %w", cfg.policies, err)
+	}
+	eng, err := engine.New(b, validate.NewCompiler())
+	if err != nil {
+		return fmt.Errorf("load %s: %w", cfg.policies, err)
+	}
+	for _, g := range eng.Groups() {
+		log.Info().Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)).Msg("policy group")
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           httpadapter.New(eng, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      35 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		scheme = "https"
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.policies).
+		Str("bundle", eng.BundleID()).Int("policies_loaded", len(b.Policies)).Int("bindings", len(b.Bindings)).Msg("serving")
+	if scheme == "http" {
+		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
+	}
+
+	errc := make(chan error, 1)
+	go func() {
+		if scheme == "https" {
+			errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Msg("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
