@@ -79,6 +79,7 @@ type reqOpts struct {
 	version     string
 	resource    string
 	subResource string
+	kindGroup   string // when the kind's group differs from the resource's
 	kind        string
 	name        string
 	namespace   string
@@ -101,11 +102,15 @@ func admissionReview(t *testing.T, o reqOpts) []byte {
 	if o.groups == nil {
 		o.groups = []string{"system:authenticated"}
 	}
+	kindGroup := o.group
+	if o.kindGroup != "" {
+		kindGroup = o.kindGroup
+	}
 	req := map[string]any{
 		"uid":             "705ab4f5-6393-11e8-b7cc-42010a800002",
-		"kind":            map[string]any{"group": o.group, "version": o.version, "kind": o.kind},
+		"kind":            map[string]any{"group": kindGroup, "version": o.version, "kind": o.kind},
 		"resource":        map[string]any{"group": o.group, "version": o.version, "resource": o.resource},
-		"requestKind":     map[string]any{"group": o.group, "version": o.version, "kind": o.kind},
+		"requestKind":     map[string]any{"group": kindGroup, "version": o.version, "kind": o.kind},
 		"requestResource": map[string]any{"group": o.group, "version": o.version, "resource": o.resource},
 		"name":            o.name,
 		"namespace":       o.namespace,
