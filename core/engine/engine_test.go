@@ -264,10 +264,10 @@ func TestDecisions(t *testing.T) {
 		{name: "messageExpression with a line break falls back", policy: deploymentsRule + "validations: [{expression: 'false', message: static, messageExpression: \"'a\\\\nb'\"}]", binding: "validationActions: [Deny]",
 			want: denied(422, "Invalid", denyMsg+"static")},
 		{name: "messageExpression longer than 5 KiB falls back", policy: deploymentsRule + "validations: [{expression: 'false', message: static, messageExpression: \"string(object.metadata.annotations['long'])\"}]", binding: "validationActions: [Deny]",
-			req: func() *review.Request { return annotated(t, strings.Repeat("x", 5121)) },
+			req:  func() *review.Request { return annotated(t, strings.Repeat("x", 5121)) },
 			want: denied(422, "Invalid", denyMsg+"static")},
 		{name: "messageExpression of exactly 5 KiB is used", policy: deploymentsRule + "validations: [{expression: 'false', messageExpression: \"string(object.metadata.annotations['long'])\"}]", binding: "validationActions: [Deny]",
-			req: func() *review.Request { return annotated(t, strings.Repeat("x", 5120)) },
+			req:  func() *review.Request { return annotated(t, strings.Repeat("x", 5120)) },
 			want: denied(422, "Invalid", denyMsg+strings.Repeat("x", 5120))},
 		{name: "no message: the expression is quoted", policy: deploymentsRule + "validations: [{expression: '  object.spec.replicas < 2  ', messageExpression: \"''\"}]", binding: "validationActions: [Deny]",
 			want: denied(422, "Invalid", denyMsg+"failed expression: object.spec.replicas < 2")},
@@ -353,7 +353,9 @@ func TestDecisions(t *testing.T) {
 		{name: "audit annotation error under Ignore is dropped", policy: "failurePolicy: Ignore\n" + deploymentsRule + "auditAnnotations: [{key: k, valueExpression: 'string(object.missing)'}, {key: ok, valueExpression: \"'yes'\"}]", binding: "validationActions: [Audit]",
 			want: want{allowed: true, annotations: map[string]string{"p_ok": "yes"}}},
 		{name: "dry run is visible", policy: deploymentsRule + "validations: [{expression: 'request.dryRun', message: not a dry run}]", binding: "validationActions: [Deny]",
-			req:  func() *review.Request { return decode(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "default", object: deployment("web", "default", 1, nil), dryRun: true}) },
+			req: func() *review.Request {
+				return decode(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "default", object: deployment("web", "default", 1, nil), dryRun: true})
+			},
 			want: want{allowed: true}},
 		{name: "DELETE: object is null, oldObject is set, objectSelector sees old labels", policy: deploymentsRule + "validations: [{expression: \"object == null && oldObject.metadata.name == 'web'\", message: unexpected}, {expression: 'false', message: protected}]",
 			binding: "validationActions: [Deny]\nmatchResources: {objectSelector: {matchLabels: {protected: 'yes'}}}",
@@ -551,4 +553,3 @@ func TestResponsesAreIndependentOfEachOther(t *testing.T) {
 		}
 	}
 }
-
