@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -145,7 +146,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
 		if p := recover(); p != nil {
 			writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
 			fields(h.log.Error()).Int("status", http.StatusInternalServerError).
-				Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).Msg("review panicked")
+				Str("panic", panicText(p)).Str("stack", string(debug.Stack())).Msg("review panicked")
 		}
 	}()
 
@@ -181,6 +182,16 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
 	fields(h.log.Info()).Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
 		Msg("review")
+}
+
+// panicText describes a panic without risking object contents in the logs:
+// runtime errors (nil dereference, index out of range) say nothing of the
+// data; any other value is named by its type only.
+func panicText(p any) string {
+	if re, ok := p.(runtime.Error); ok {
+		return re.Error()
+	}
+	return fmt.Sprintf("panic value of type %T", p)
 }
 
 func isJSON(contentType string) bool {

@@ -1,0 +1,301 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden responses in testdata/")
+
+// fakeEngine lets transport tests control what a review does.
+type fakeEngine struct {
+	review func(ctx context.Context, group string, req *review.Request) (*engine.Result, error)
+}
+
+func (f fakeEngine) BundleID() string { return "fake-bundle" }
+func (f fakeEngine) Review(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+	return f.review(ctx, group, req)
+}
+
+func allowAll(_ context.Context, _ string, req *review.Request) (*engine.Result, error) {
+	return &engine.Result{Response: review.Allowed(string(req.UID))}, nil
+}
+
+const secretValue = "c2VjcmV0LXBhc3N3b3Jk"
+
+func secretReview(apiVersion string) string {
+	return `{"apiVersion":"` + apiVersion + `","kind":"AdmissionReview","request":{"uid":"uid-1","kind":{"group":"","version":"v1","kind":"Secret"},"resource":{"group":"","version":"v1","resource":"secrets"},"operation":"CREATE","namespace":"default","name":"db","userInfo":{"username":"alice"},"object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db"},"data":{"password":"` + secretValue + `"}}}}`
+}
+
+type exchange struct {
+	method, path, contentType, body string
+}
+
+func serve(t *testing.T, h http.Handler, x exchange) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(x.method, x.path, strings.NewReader(x.body))
+	if x.contentType != "" {
+		req.Header.Set("Content-Type", x.contentType)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// statusBody decodes a metav1.Status error body.
+func statusBody(t *testing.T, rec *httptest.ResponseRecorder) (code int, reason, message string) {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	var s struct {
+		Kind, APIVersion, Status, Reason, Message string
+		Code                                      int
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
+		t.Fatalf("body %q: %v", rec.Body, err)
+	}
+	if s.Kind != "Status" || s.APIVersion != "v1" || s.Status != "Failure" || s.Code != rec.Code {
+		t.Errorf("status body %+v for HTTP %d", s, rec.Code)
+	}
+	return s.Code, s.Reason, s.Message
+}
+
+func TestTransportErrors(t *testing.T) {
+	var logs bytes.Buffer
+	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+		switch group {
+		case "missing":
+			return nil, fmt.Errorf("%w %q", engine.ErrUnknownRoute, group)
+		case "slow":
+			<-ctx.Done()
+			return nil, ctx.Err()
+		case "panics":
+			panic("evaluator bug: " + secretValue)
+		case "broken":
+			return nil, fmt.Errorf("%w: dispatcher exploded", engine.ErrInternal)
+		}
+		return allowAll(ctx, group, req)
+	}}, zerolog.New(&logs))
+
+	for _, tc := range []struct {
+		name        string
+		x           exchange
+		wantCode    int
+		wantReason  string
+		wantMessage string
+	}{
+		{"GET on a review route", exchange{method: "GET", path: "/validate"}, 405, "MethodNotAllowed", "method GET not allowed: send the AdmissionReview with POST"},
+		{"unknown path", exchange{method: "POST", path: "/mutate-everything", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no route "/mutate-everything": reviews are served on /validate and /validate/<group>`},
+		{"nested group path", exchange{method: "POST", path: "/validate/a/b", contentType: "application/json"}, 404, "NotFound", `no route "/validate/a/b": reviews are served on /validate and /validate/<group>`},
+		{"wrong content type", exchange{method: "POST", path: "/validate", contentType: "text/plain", body: secretReview(review.V1)}, 415, "UnsupportedMediaType", `content type "text/plain" not supported: send application/json`},
+		{"missing content type", exchange{method: "POST", path: "/validate", body: secretReview(review.V1)}, 415, "UnsupportedMediaType", `content type "" not supported: send application/json`},
+		{"empty body", exchange{method: "POST", path: "/validate", contentType: "application/json"}, 400, "BadRequest", "malformed AdmissionReview: empty body"},
+		{"invalid JSON", exchange{method: "POST", path: "/validate", contentType: "application/json", body: `{"apiVersion":`}, 400, "BadRequest", "malformed AdmissionReview: invalid JSON: syntax error at offset 14"},
+		{"deeply nested JSON", exchange{method: "POST", path: "/validate", contentType: "application/json", body: strings.Repeat("[", 100000)}, 400, "BadRequest", "malformed AdmissionReview: invalid JSON: syntax error at offset 10001"},
+		{"body over the cap", exchange{method: "POST", path: "/validate", contentType: "application/json", body: `{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"}`}, 413, "RequestEntityTooLarge", "request body larger than 7340032 bytes"},
+		{"invalid timeout", exchange{method: "POST", path: "/validate?timeout=soon", contentType: "application/json", body: secretReview(review.V1)}, 400, "BadRequest", `invalid timeout "soon": want a positive duration such as 10s`},
+		{"route unknown to the bundle", exchange{method: "POST", path: "/validate/missing", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no policy group "missing" in the current bundle: re-render the webhook configuration`},
+		{"deadline passes", exchange{method: "POST", path: "/validate/slow?timeout=100ms", contentType: "application/json", body: secretReview(review.V1)}, 504, "Timeout", "review of request uid-1 did not finish before the deadline"},
+		{"panic in evaluation", exchange{method: "POST", path: "/validate/panics", contentType: "application/json", body: secretReview(review.V1)}, 500, "InternalError", "internal error reviewing request uid-1"},
+		{"internal error", exchange{method: "POST", path: "/validate/broken", contentType: "application/json", body: secretReview(review.V1)}, 500, "InternalError", "internal error reviewing request uid-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			rec := serve(t, h, tc.x)
+			if rec.Code != tc.wantCode {
+				t.Fatalf("HTTP %d, want %d: %s", rec.Code, tc.wantCode, rec.Body)
+			}
+			_, reason, message := statusBody(t, rec)
+			if reason != tc.wantReason || message != tc.wantMessage {
+				t.Errorf("status %s %q, want %s %q", reason, message, tc.wantReason, tc.wantMessage)
+			}
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("took %v", elapsed)
+			}
+		})
+	}
+	if strings.Contains(logs.String(), secretValue) {
+		t.Errorf("logs contain object contents:\n%s", logs.String())
+	}
+	if rec := serve(t, h, exchange{method: "GET", path: "/validate"}); rec.Header().Get("Allow") != "POST" {
+		t.Errorf("405 without Allow: POST")
+	}
+}
+
+func TestPanicLogIsStructuredAndKeepsServing(t *testing.T) {
+	var logs bytes.Buffer
+	calls := 0
+	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+		calls++
+		if calls == 1 {
+			panic("boom")
+		}
+		if calls == 2 {
+			var m map[string]int
+			m["x"]++ // a runtime error: its text is logged
+		}
+		return allowAll(ctx, group, req)
+	}}, zerolog.New(&logs))
+	if rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview(review.V1)}); rec.Code != 500 {
+		t.Fatalf("first: HTTP %d", rec.Code)
+	}
+	if rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview(review.V1)}); rec.Code != 500 {
+		t.Fatalf("second: HTTP %d", rec.Code)
+	}
+	if rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview(review.V1)}); rec.Code != 200 {
+		t.Fatalf("after panics: HTTP %d", rec.Code)
+	}
+	lines := bytes.Split(logs.Bytes(), []byte("\n"))
+	for i, want := range []string{"panic value of type string", "assignment to entry in nil map"} {
+		var line map[string]any
+		if err := json.Unmarshal(lines[i], &line); err != nil {
+			t.Fatal(err)
+		}
+		if line["level"] != "error" || line["message"] != "review panicked" || line["panic"] != want || line["uid"] != "uid-1" || line["status"] != float64(500) {
+			t.Errorf("panic log line = %v", line)
+		}
+	}
+}
+
+func TestTimeoutBecomesADeadlineWithMargin(t *testing.T) {
+	var got time.Duration
+	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("no deadline")
+		}
+		got = time.Until(d)
+		return allowAll(ctx, group, req)
+	}}, zerolog.Nop())
+	rec := serve(t, h, exchange{method: "POST", path: "/validate?timeout=10s", contentType: "application/json; charset=utf-8", body: secretReview(review.V1)})
+	if rec.Code != 200 {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	if got > 9*time.Second || got < 8*time.Second {
+		t.Errorf("deadline in %v, want just under 9s (10s less a tenth)", got)
+	}
+	serve(t, h, exchange{method: "POST", path: "/validate?timeout=5m", contentType: "application/json", body: secretReview(review.V1)})
+	if got > 27*time.Second || got < 26*time.Second {
+		t.Errorf("deadline in %v, want the 30s maximum less a tenth", got)
+	}
+}
+
+func TestProbes(t *testing.T) {
+	h := New(fakeEngine{review: allowAll}, zerolog.Nop())
+	for path, body := range map[string]string{"/healthz": "ok\n", "/readyz": "ok: bundle fake-bundle\n"} {
+		rec := serve(t, h, exchange{method: "GET", path: path})
+		if rec.Code != 200 || rec.Body.String() != body {
+			t.Errorf("GET %s = %d %q", path, rec.Code, rec.Body)
+		}
+		if rec := serve(t, h, exchange{method: "POST", path: path}); rec.Code != 405 {
+			t.Errorf("POST %s = %d", path, rec.Code)
+		}
+	}
+}
+
+// The example bundle through the handler, compared with golden responses.
+func TestGoldenReviews(t *testing.T) {
+	b, err := policy.LoadFS(os.DirFS("../../policies/examples"), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(b, validate.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeOf := func(binding string) string {
+		for _, g := range eng.Groups() {
+			for _, pb := range g.Bindings {
+				if pb.Name == binding {
+					return g.Path()
+				}
+			}
+		}
+		t.Fatalf("no route for %s", binding)
+		return ""
+	}
+	var logs bytes.Buffer
+	h := New(eng, zerolog.New(&logs))
+	for _, tc := range []struct {
+		name    string
+		binding string // the route is the group serving this binding
+	}{
+		{"basic-deny", "demo-binding-test.example.com"},
+		{"basic-allow-v1beta1", "demo-binding-test.example.com"},
+		{"params-nontest-deny", "replicalimit-binding-nontest"},
+		{"audit-annotations", "high-replica-count-audit.example.com"},
+		{"warn", "image-matches-environment-warn.example.com"},
+		{"match-conditions-deny", "demo-name-prefix-binding.example.com"},
+		{"delete-allowed", "demo-binding-test.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reqBody, err := os.ReadFile(filepath.Join("testdata", tc.name+".request.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := serve(t, h, exchange{method: "POST", path: routeOf(tc.binding) + "?timeout=10s", contentType: "application/json", body: string(reqBody)})
+			if rec.Code != 200 {
+				t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+			}
+			goldenPath := filepath.Join("testdata", tc.name+".response.json")
+			if *update {
+				var pretty bytes.Buffer
+				json.Indent(&pretty, rec.Body.Bytes(), "", "  ")
+				pretty.WriteString("\n")
+				if err := os.WriteFile(goldenPath, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			golden, err := os.ReadFile(goldenPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(golden, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("response differs from %s\n got: %s\nwant: %s", goldenPath, rec.Body, golden)
+			}
+		})
+	}
+	// One structured line per review, without messages or objects.
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		for _, k := range []string{"uid", "kind", "namespace", "name", "operation", "route", "decision", "latency", "bundle", "status"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("log line lacks %q: %s", k, line)
+			}
+		}
+		if strings.Contains(line, "replicas") || strings.Contains(line, "denied request") {
+			t.Errorf("log line carries a message or object content: %s", line)
+		}
+	}
+}
+
