@@ -298,4 +298,3 @@ func TestGoldenReviews(t *testing.T) {
 		}
 	}
 }
-
