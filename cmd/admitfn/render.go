@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ Flags:
 		var err error
 		if ca, err = os.ReadFile(*caFile); err != nil {
 			return fmt.Errorf("read CA bundle: %w", err)
+		}
+		if block, _ := pem.Decode(ca); block == nil || block.Type != "CERTIFICATE" {
+			return fmt.Errorf("CA bundle %s holds no PEM certificate", *caFile)
 		}
 	}
 

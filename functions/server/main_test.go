@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const examples = "../../policies/examples"
+
+// syncBuffer collects the server's log lines across goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start runs the server until the test ends and returns its address.
+func start(t *testing.T, args []string, env map[string]string) (addr string, logs *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs = &syncBuffer{}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, func(k string) string { return env[k] }, logs, func(a string) { ready <- a })
+	}()
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("server exited: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("server did not shut down")
+		}
+	})
+	return addr, logs
+}
+
+func TestServesTheExampleBundle(t *testing.T) {
+	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	body, err := os.ReadFile("../../adapters/http/testdata/audit-annotations.request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+addr+"/validate?timeout=10s", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		APIVersion string
+		Response   struct {
+			UID              string
+			Allowed          bool
+			AuditAnnotations map[string]string
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || got.APIVersion != "admission.k8s.io/v1" || !got.Response.Allowed || got.Response.UID != "0a1b2c3d-0004-4000-8000-000000000004" ||
+		got.Response.AuditAnnotations["high-replica-count.example.com_high-replica-count"] != "Deployment spec.replicas set to 128" {
+		t.Errorf("HTTP %d %+v", resp.StatusCode, got)
+	}
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ok: bundle "} {
+		r, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 || !strings.HasPrefix(string(b), want) {
+			t.Errorf("GET %s = %d %q", path, r.StatusCode, b)
+		}
+	}
+	if !strings.Contains(logs.String(), "serving plain HTTP: kube-apiserver only calls webhooks over HTTPS") {
+		t.Errorf("no plain-HTTP warning in logs:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), `"route":"/validate","failure_policy":"Fail","bindings":3`) {
+		t.Errorf("groups not logged:\n%s", logs)
+	}
+}
+
+func TestServesHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSigned(t)
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	// Configured through the environment, as in a container.
+	addr, logs := start(t, nil, map[string]string{
+		"ADMITFN_ADDR": "127.0.0.1:0", "ADMITFN_POLICIES": examples, "ADMITFN_TLS_CERT": certFile, "ADMITFN_TLS_KEY": keyFile,
+	})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil {
+		t.Errorf("HTTPS /healthz = %d, TLS %v", resp.StatusCode, resp.TLS != nil)
+	}
+	if strings.Contains(logs.String(), "plain HTTP") {
+		t.Error("warned about plain HTTP while serving HTTPS")
+	}
+}
+
+func TestBadBundleFailsStartWithEveryError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "object.spec +"}, {expression: "nope"}]
+`), 0o644)
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", dir}, func(string) string { return "" }, io.Discard, nil)
+	if err == nil {
+		t.Fatal("started with a broken bundle")
+	}
+	for _, want := range []string{"load " + dir + ": 2 error(s) in policy bundle:", "p.yaml: policy p: spec.validations[0].expression: compilation failed:", "p.yaml: policy p: spec.validations[1].expression: compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	env := map[string]string{"ADMITFN_ADDR": "0.0.0.0:9000", "ADMITFN_POLICIES": "/from/env"}
+	cfg, err := parseConfig([]string{"-policies", "/from/flag"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.addr != "0.0.0.0:9000" || cfg.policies != "/from/flag" || cfg.logLevel != "info" {
+		t.Errorf("config = %+v", cfg)
+	}
+	cfg, _ = parseConfig(nil, func(string) string { return "" }, io.Discard)
+	if cfg.addr != "127.0.0.1:8080" || cfg.policies != "policies/examples" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	for _, args := range [][]string{{"-tls-cert", "c.pem"}, {"extra"}, {"-nope"}} {
+		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("parseConfig(%v) accepted", args)
+		}
+	}
+	if err := run(context.Background(), []string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard, nil); err == nil || err.Error() != `invalid log level "loud"` {
+		t.Errorf("bad log level: %v", err)
+	}
+}
+
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "admitfn-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// The built binary: SIGTERM shuts it down cleanly (exit 0); a bad bundle
+// makes it exit 1 with the load errors on stderr.
+func TestProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "server")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", examples)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), `"message":"serving"`) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("not serving after 30s:\n%s", stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), `"message":"shutting down"`) {
+		t.Errorf("no shutdown log:\n%s", stderr)
+	}
+
+	out, err := exec.Command(bin, "-policies", t.TempDir()).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("empty bundle dir: err %v", err)
+	}
+	if !strings.Contains(string(out), "admitfn server: load ") || !strings.Contains(string(out), "no .yaml, .yml or .json files") {
+		t.Errorf("output: %s", out)
+	}
+}
