@@ -100,7 +100,7 @@ func parseRoute(path string) (string, bool) {
 func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
 	start := h.now()
 	logLine := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Dur("latency", h.now().Sub(start))
+		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(h.now().Sub(start).Microseconds())/1000)
 	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {

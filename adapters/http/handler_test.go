@@ -288,7 +288,7 @@ func TestGoldenReviews(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		for _, k := range []string{"uid", "kind", "namespace", "name", "operation", "route", "decision", "latency", "bundle", "status"} {
+		for _, k := range []string{"uid", "kind", "namespace", "name", "operation", "route", "decision", "latency_ms", "bundle", "status"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("log line lacks %q: %s", k, line)
 			}

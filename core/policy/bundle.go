@@ -68,7 +68,8 @@ type Errors []error
 func (e Errors) Error() string {
 	lines := make([]string, len(e))
 	for i, err := range e {
-		lines[i] = err.Error()
+		// Keep a CEL error's source and caret lines under their error.
+		lines[i] = strings.ReplaceAll(err.Error(), "\n", "\n    ")
 	}
 	return fmt.Sprintf("%d error(s) in policy bundle:\n  %s", len(e), strings.Join(lines, "\n  "))
 }
