@@ -86,18 +86,18 @@ func TestRequestVariables(t *testing.T) {
 	attrs := NewAttributes(req)
 	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: req.Object, VersionedOldObject: req.OldObject}
 	exprs := map[string]string{
-		"request.kind.group":                  "autoscaling",
-		"request.resource.version":            "v1",
-		"request.requestResource.version":     "v1beta2",
-		"request.subResource":                 "scale",
-		"request.requestSubResource":          "scale",
-		"request.userInfo.username":           "alice",
-		"request.userInfo.uid":                "42",
-		"request.userInfo.groups[0]":          "devs",
-		"request.userInfo.extra['scopes'][1]": "b",
-		"request.options.kind":                "UpdateOptions",
-		"request.options.fieldManager":        "kubectl",
-		"string(request.dryRun)":              "true",
+		"request.kind.group":                                     "autoscaling",
+		"request.resource.version":                               "v1",
+		"request.requestResource.version":                        "v1beta2",
+		"request.subResource":                                    "scale",
+		"request.requestSubResource":                             "scale",
+		"request.userInfo.username":                              "alice",
+		"request.userInfo.uid":                                   "42",
+		"request.userInfo.groups[0]":                             "devs",
+		"request.userInfo.extra['scopes'][1]":                    "b",
+		"request.options.kind":                                   "UpdateOptions",
+		"request.options.fieldManager":                           "kubectl",
+		"string(request.dryRun)":                                 "true",
 		"string(object.spec.replicas - oldObject.spec.replicas)": "1",
 		"namespaceObject.metadata.name":                          "default",
 	}
@@ -176,4 +176,3 @@ func TestAnnotationsKeepUpstreamsFirstValueRule(t *testing.T) {
 		t.Errorf("annotations %v %v", keys, values)
 	}
 }
-
