@@ -120,9 +120,6 @@ func (e *Engine) Review(ctx context.Context, group string, req *review.Request) 
 	if !ok {
 		return nil, fmt.Errorf("%w %q: the webhook configuration does not match the bundle (%s); render it again", ErrUnknownRoute, group, e.bundle.ID)
 	}
-	if len(r.hooks) == 0 {
-		return &Result{Response: review.Allowed(string(req.UID))}, nil
-	}
 	attrs := validate.NewAttributes(req)
 	res, err := e.dispatcher.Dispatch(ctx, attrs, r.hooks)
 	if err != nil {

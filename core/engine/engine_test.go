@@ -371,6 +371,14 @@ func TestDecisions(t *testing.T) {
 			binding: "validationActions: [Deny]",
 			req:     func() *review.Request { return scaleRequest(t, 5) },
 			want:    want{allowed: true}},
+		{name: "*/* matches every subresource", policy: "matchConstraints:\n  resourceRules: [{apiGroups: ['*'], apiVersions: ['*'], operations: ['*'], resources: ['*/*']}]\nvalidations: [{expression: 'false', message: all}]",
+			binding: "validationActions: [Deny]",
+			req:     func() *review.Request { return scaleRequest(t, 5) },
+			want:    denied(422, "Invalid", denyMsg+"all")},
+		{name: "* does not match subresources", policy: "matchConstraints:\n  resourceRules: [{apiGroups: ['*'], apiVersions: ['*'], operations: ['*'], resources: ['*']}]\nvalidations: [{expression: 'false'}]",
+			binding: "validationActions: [Deny]",
+			req:     func() *review.Request { return scaleRequest(t, 5) },
+			want:    want{allowed: true}},
 		{name: "a resource rule without subresource does not match a subresource", policy: "matchConstraints:\n  resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments]}]\nvalidations: [{expression: 'false'}]",
 			binding: "validationActions: [Deny]",
 			req:     func() *review.Request { return scaleRequest(t, 5) },
@@ -488,14 +496,14 @@ spec:
 
 func TestUnknownRoute(t *testing.T) {
 	e := loadExamples(t, "01-basic.yaml")
-	_, err := e.Review(context.Background(), "0000000000", deploymentRequest(t, "CREATE", deployment("web", "default", 1, nil)))
-	if !errors.Is(err, ErrUnknownRoute) {
-		t.Fatalf("err = %v, want ErrUnknownRoute", err)
-	}
-	// The default route exists even when no binding is on it: nothing applies.
-	res, err := e.Review(context.Background(), "", deploymentRequest(t, "CREATE", deployment("web", "default", 100, nil)))
-	if !errors.Is(err, ErrUnknownRoute) && (err != nil || !res.Response.Allowed) {
-		t.Fatalf("default route: %v %v", res, err)
+	req := deploymentRequest(t, "CREATE", deployment("web", "default", 1, nil))
+	// A group ID the bundle does not have, and /validate when every binding
+	// of the bundle lives in a selector group: both mean the webhook
+	// configuration and the bundle have drifted apart.
+	for _, group := range []string{"0000000000", ""} {
+		if _, err := e.Review(context.Background(), group, req); !errors.Is(err, ErrUnknownRoute) {
+			t.Errorf("group %q: err = %v, want ErrUnknownRoute", group, err)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"sort"
 )
 
 // ParamStore serves one paramKind's objects from the bundle to upstream's
