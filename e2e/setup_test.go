@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// sentinel is a policy added to every bundle: it denies CREATE of one
+// ConfigMap name, so a dry-run create tells whether the configuration
+// serving this bundle is active in kube-apiserver.
+func sentinel(name string) string {
+	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s.sentinel.admitfn.io}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations: [{expression: "object.metadata.name != '%[1]s'", message: "admitfn sentinel"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s.sentinel.admitfn.io}
+spec: {policyName: %[1]s.sentinel.admitfn.io, validationActions: [Deny]}
+`, name)
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// k8sName makes a DNS label from a test name.
+func k8sName(t *testing.T) string {
+	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(n) > 50 {
+		n = strings.Trim(n[len(n)-50:], "-")
+	}
+	return n
+}
+
+// sentinelDenied reports whether a dry-run create of the sentinel ConfigMap
+// is denied by the sentinel policy.
+func sentinelDenied(cs *kubernetes.Clientset, name string) (bool, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return false, nil
+	case strings.Contains(err.Error(), "admitfn sentinel"):
+		return true, nil
+	default:
+		return false, err
+	}
+}
+
+// waitSentinel waits until the sentinel is denied (active) or admitted.
+func waitSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bool) {
+	t.Helper()
+	err := waitFor(30*time.Second, func() error {
+		denied, err := sentinelDenied(cs, name)
+		if err != nil && active {
+			return err
+		}
+		if denied != active {
+			return fmt.Errorf("sentinel %s: denied=%v, want %v", name, denied, active)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployAdmitfn serves files (plus a sentinel) with admitfn, installs the
+// rendered configuration, and waits until kube-apiserver uses it. Removal is
+// waited for at cleanup too, so tests don't see each other's webhooks.
+func deployAdmitfn(t *testing.T, files map[string]string, renderArgs ...string) (*admitfn, string) {
+	t.Helper()
+	name := k8sName(t)
+	files["zz-sentinel.yaml"] = sentinel(name)
+	dir := writeBundle(t, files)
+	a := kube.serve(t, dir, "")
+	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
+	cs, _ := kube.client(t)
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+		waitSentinel(t, cs, name, false)
+	})
+	kube.install(t, cfg)
+	waitSentinel(t, cs, name, true)
+	return a, dir
+}
+
+// namespace creates a namespace with labels (namespaces are never deleted:
+// no namespace controller runs, so they would stay Terminating).
+func namespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	cs, _ := kube.client(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := cs.CoreV1().Namespaces().Get(context.Background(), name, metav1.GetOptions{})
+		if getErr != nil {
+			t.Fatal(getErr)
+		}
+		existing.Labels = labels
+		_, err = cs.CoreV1().Namespaces().Update(context.Background(), existing, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outcome is what a user sees for one API request.
+type outcome struct {
+	allowed  bool
+	code     int32
+	message  string
+	warnings []string
+}
+
+func result(err error, w *warnings) outcome {
+	o := outcome{allowed: err == nil, warnings: w.take()}
+	var se *apierrors.StatusError
+	if errors.As(err, &se) {
+		o.code, o.message = se.ErrStatus.Code, se.ErrStatus.Message
+	} else if err != nil {
+		o.message = err.Error()
+	}
+	return o
+}
+
+func expect(t *testing.T, what string, got, want outcome) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\n got: %+v\nwant: %+v", what, got, want)
+	}
+}
+
+// impersonate returns a client acting as user in groups.
+func impersonate(t *testing.T, user string, groups ...string) *kubernetes.Clientset {
+	t.Helper()
+	cfg := rest.CopyConfig(kube.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
