@@ -203,6 +203,8 @@ rules:
     resources: [configmaps, pods, services]
   - group: apps
     resources: [deployments, deployments/scale, statefulsets]
+  - group: scheduling.k8s.io
+    resources: [priorityclasses]
 - level: None
 `), 0o600)
 	c.auditLog = filepath.Join(c.dir, "audit.log")

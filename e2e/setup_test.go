@@ -18,15 +18,15 @@ import (
 )
 
 // sentinel is a policy added to every bundle: it denies CREATE of one
-// ConfigMap name, so a dry-run create tells whether the configuration
-// serving this bundle is active in kube-apiserver.
+// ServiceAccount name (a resource no test policy touches), so a dry-run
+// create tells whether the configuration serving this bundle is active.
 func sentinel(name string) string {
 	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: %[1]s.sentinel.admitfn.io}
 spec:
   matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [serviceaccounts]}]
   validations: [{expression: "object.metadata.name != '%[1]s'", message: "admitfn sentinel"}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
@@ -47,11 +47,11 @@ func k8sName(t *testing.T) string {
 	return n
 }
 
-// sentinelDenied reports whether a dry-run create of the sentinel ConfigMap
-// is denied by the sentinel policy.
+// sentinelDenied reports whether a dry-run create of the sentinel
+// ServiceAccount is denied by the sentinel policy.
 func sentinelDenied(cs *kubernetes.Clientset, name string) (bool, error) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	_, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_, err := cs.CoreV1().ServiceAccounts("default").Create(context.Background(), sa, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {
 	case err == nil:
 		return false, nil
@@ -85,19 +85,43 @@ func waitSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bo
 // waited for at cleanup too, so tests don't see each other's webhooks.
 func deployAdmitfn(t *testing.T, files map[string]string, renderArgs ...string) (*admitfn, string) {
 	t.Helper()
-	name := k8sName(t)
+	a, dir, _ := startAdmitfn(t, files, k8sName(t), renderArgs...)
+	return a, dir
+}
+
+// installAdmitfn is deployAdmitfn with an explicit uninstall, for callers
+// that must remove the webhook before the test ends.
+func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
+	t.Helper()
+	a, _, removeConfig := startAdmitfn(t, files, name)
+	return func() {
+		removeConfig()
+		a.stop()
+	}
+}
+
+func startAdmitfn(t *testing.T, files map[string]string, name string, renderArgs ...string) (*admitfn, string, func()) {
+	t.Helper()
 	files["zz-sentinel.yaml"] = sentinel(name)
 	dir := writeBundle(t, files)
 	a := kube.serve(t, dir, "")
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
 	cs, _ := kube.client(t)
-	t.Cleanup(func() {
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create webhook configuration: %v", err)
+	}
+	removed := false
+	uninstall := func() {
+		if removed {
+			return
+		}
+		removed = true
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 		waitSentinel(t, cs, name, false)
-	})
-	kube.install(t, cfg)
+	}
+	t.Cleanup(uninstall) // also when setup fails below
 	waitSentinel(t, cs, name, true)
-	return a, dir
+	return a, dir, uninstall
 }
 
 // namespace creates a namespace with labels (namespaces are never deleted:

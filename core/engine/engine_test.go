@@ -243,8 +243,6 @@ func TestDecisions(t *testing.T) {
 	}{
 		{name: "reason Forbidden is 403", policy: deploymentsRule + "validations: [{expression: 'false', reason: Forbidden}]", binding: "validationActions: [Deny]",
 			want: denied(403, "Forbidden", denyMsg+"failed expression: false")},
-		{name: "reason Unauthorized is 401", policy: deploymentsRule + "validations: [{expression: 'false', reason: Unauthorized, message: 'no'}]", binding: "validationActions: [Deny]",
-			want: denied(401, "Unauthorized", denyMsg+"no")},
 		{name: "reason RequestEntityTooLarge is 413", policy: deploymentsRule + "validations: [{expression: 'false', reason: RequestEntityTooLarge}]", binding: "validationActions: [Deny]",
 			want: denied(413, "RequestEntityTooLarge", denyMsg+"failed expression: false")},
 		{name: "first failing validation decides message and reason", policy: deploymentsRule + "validations: [{expression: 'true'}, {expression: 'false', message: first, reason: Forbidden}, {expression: 'false', message: second}]", binding: "validationActions: [Deny]",

@@ -160,7 +160,7 @@ spec:
 		`b.yaml: policy Bad_Name: spec.matchConstraints.resourceRules[0].operations[1]: Unsupported value: "FROB": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"`,
 		`b.yaml: policy Bad_Name: spec.variables[0].name: Invalid value: "in": name is not a valid CEL identifier`,
 		`b.yaml: policy Bad_Name: spec.validations[0].message: Invalid value: "two\nlines": must not contain line breaks`,
-		`b.yaml: policy Bad_Name: spec.validations[0].reason: Unsupported value: "Teapot": supported values: "Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"`,
+		`b.yaml: policy Bad_Name: spec.validations[0].reason: Unsupported value: "Teapot": supported values: "Forbidden", "Invalid", "RequestEntityTooLarge"`,
 		`b.yaml: policy Bad_Name: spec.auditAnnotations[0].key: Invalid value: "a/b": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`,
 		`b.yaml: binding orphan: spec.validationActions: Invalid value: ["Deny","Warn"]: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)`,
 		`b.yaml: binding orphan: spec.paramRef.name: Forbidden: name and selector are mutually exclusive`,

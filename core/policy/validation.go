@@ -22,7 +22,9 @@ var (
 	supportedFailurePolicies = sets.New(string(admissionregistrationv1.Fail), string(admissionregistrationv1.Ignore))
 	supportedOperations      = sets.New("*", string(admissionregistrationv1.Create), string(admissionregistrationv1.Update), string(admissionregistrationv1.Delete), string(admissionregistrationv1.Connect))
 	supportedScopes          = sets.New(string(admissionregistrationv1.AllScopes), string(admissionregistrationv1.ClusterScope), string(admissionregistrationv1.NamespacedScope))
-	supportedReasons         = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge), string(metav1.StatusReasonUnauthorized))
+	// kube-apiserver's supportedValidationPolicyReason: Unauthorized is not
+	// accepted on create, although the dispatcher could map it to 401.
+	supportedReasons = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge))
 	supportedActions         = sets.New(string(admissionregistrationv1.Deny), string(admissionregistrationv1.Warn), string(admissionregistrationv1.Audit))
 	supportedNotFound        = sets.New(string(admissionregistrationv1.DenyAction), string(admissionregistrationv1.AllowAction))
 	celIdent                 = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
