@@ -24,11 +24,11 @@ var (
 	supportedScopes          = sets.New(string(admissionregistrationv1.AllScopes), string(admissionregistrationv1.ClusterScope), string(admissionregistrationv1.NamespacedScope))
 	// kube-apiserver's supportedValidationPolicyReason: Unauthorized is not
 	// accepted on create, although the dispatcher could map it to 401.
-	supportedReasons = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge))
-	supportedActions         = sets.New(string(admissionregistrationv1.Deny), string(admissionregistrationv1.Warn), string(admissionregistrationv1.Audit))
-	supportedNotFound        = sets.New(string(admissionregistrationv1.DenyAction), string(admissionregistrationv1.AllowAction))
-	celIdent                 = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
-	celReserved              = sets.New("true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while")
+	supportedReasons  = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge))
+	supportedActions  = sets.New(string(admissionregistrationv1.Deny), string(admissionregistrationv1.Warn), string(admissionregistrationv1.Audit))
+	supportedNotFound = sets.New(string(admissionregistrationv1.DenyAction), string(admissionregistrationv1.AllowAction))
+	celIdent          = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+	celReserved       = sets.New("true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while")
 )
 
 const maxAuditAnnotations = 20
