@@ -391,3 +391,40 @@ func TestV1beta1Reviews(t *testing.T) {
 		t.Errorf("admitfn logs:\n%s", a.logs)
 	}
 }
+
+// CONNECT: kube-apiserver reviews pods/exec with a PodExecOptions object
+// before it tries to reach the pod's node (none runs here, so an admitted
+// exec then fails for want of a node, not of admission).
+func TestConnect(t *testing.T) {
+	deployAdmitfn(t, map[string]string{"p.yaml": `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-shells.e2e.admitfn.io}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CONNECT], resources: [pods/exec]}]
+  validations:
+  - expression: "!object.command.exists(c, c in ['sh', 'bash'])"
+    messageExpression: "'no shells in ' + request.name + ' (' + request.kind.kind + ')'"
+    reason: Forbidden
+` + binding("no-shells", "no-shells.e2e.admitfn.io", "[Deny]", "")})
+	namespace(t, "e2e-connect", nil)
+	cs, w := kube.client(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts("e2e-connect").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}
+	if _, err := cs.CoreV1().Pods("e2e-connect").Create(ctx, pod, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	exec := func(command string) outcome {
+		err := cs.CoreV1().RESTClient().Post().Namespace("e2e-connect").Resource("pods").Name("web").SubResource("exec").
+			Param("container", "web").Param("command", command).Param("stdout", "true").Do(ctx).Error()
+		return result(err, w)
+	}
+	got, _ := stripWebhook(t, exec("sh"))
+	expect(t, "exec sh", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'no-shells.e2e.admitfn.io' with binding 'no-shells' denied request: no shells in web (PodExecOptions)"})
+	if got := exec("date"); got.allowed || strings.Contains(got.message, "admission webhook") || !strings.Contains(got.message, "does not have a host assigned") {
+		t.Errorf("exec date should pass admission and fail on the missing node: %+v", got)
+	}
+}
