@@ -42,7 +42,7 @@ kube-apiserver: $(KUBE_APISERVER)
 
 $(KUBE_APISERVER): # the versioned path is the cache key: fresh clones reuse the binary
 	@mkdir -p $(TOOLS_DIR)
-	@echo "building kube-apiserver $(KUBE_VERSION) (first run only: about 10 minutes on 2 cores)"
+	@echo "building kube-apiserver $(KUBE_VERSION) (first run only: about 7 minutes on 2 cores)"
 	cd hack/tools/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
 	mv $@.tmp $@
 
