@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
@@ -218,9 +219,41 @@ func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
 }
 
 func writeStatus(w http.ResponseWriter, code int, message string) {
-	body, _ := json.Marshal(review.Status(code, message)) // a plain struct: cannot fail
+	body, _ := json.Marshal(status(code, message)) // a plain struct: cannot fail
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	w.Write(body)
+}
+
+// status is the metav1.Status body of a transport-level error (400, 404,
+// 500…): kube-apiserver treats any non-200 answer as a failed call and hands
+// it to the webhook's failurePolicy, quoting the message in its error.
+func status(code int, message string) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status:   metav1.StatusFailure,
+		Message:  message,
+		Reason:   reasonForCode(code),
+		Code:     int32(code),
+	}
+}
+
+func reasonForCode(code int) metav1.StatusReason {
+	switch code {
+	case http.StatusBadRequest:
+		return metav1.StatusReasonBadRequest
+	case http.StatusNotFound:
+		return metav1.StatusReasonNotFound
+	case http.StatusMethodNotAllowed:
+		return metav1.StatusReasonMethodNotAllowed
+	case http.StatusUnsupportedMediaType:
+		return metav1.StatusReasonUnsupportedMediaType
+	case http.StatusRequestEntityTooLarge:
+		return metav1.StatusReasonRequestEntityTooLarge
+	case http.StatusGatewayTimeout:
+		return metav1.StatusReasonTimeout
+	default:
+		return metav1.StatusReasonInternalError
+	}
 }

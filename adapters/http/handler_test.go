@@ -298,3 +298,15 @@ func TestGoldenReviews(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusReasons(t *testing.T) {
+	for code, reason := range map[int]string{
+		400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge",
+		415: "UnsupportedMediaType", 500: "InternalError", 504: "Timeout",
+	} {
+		s := status(code, "m")
+		if string(s.Reason) != reason || s.Code != int32(code) || s.Kind != "Status" || s.APIVersion != "v1" || s.Status != "Failure" || s.Message != "m" {
+			t.Errorf("status(%d) = %+v", code, s)
+		}
+	}
+}

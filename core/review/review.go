@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,40 +152,6 @@ func Denied(uid string, code int32, reason metav1.StatusReason, message string) 
 			Reason:  reason,
 			Code:    code,
 		},
-	}
-}
-
-// Status is a metav1.Status body for transport-level errors (400, 404, 500…),
-// which kube-apiserver treats as a failed call and hands to the webhook's
-// failurePolicy.
-func Status(code int, message string) *metav1.Status {
-	return &metav1.Status{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
-		Status:   metav1.StatusFailure,
-		Message:  message,
-		Reason:   reasonForCode(code),
-		Code:     int32(code),
-	}
-}
-
-func reasonForCode(code int) metav1.StatusReason {
-	switch code {
-	case http.StatusBadRequest:
-		return metav1.StatusReasonBadRequest
-	case http.StatusNotFound:
-		return metav1.StatusReasonNotFound
-	case http.StatusMethodNotAllowed:
-		return metav1.StatusReasonMethodNotAllowed
-	case http.StatusUnsupportedMediaType:
-		return metav1.StatusReasonUnsupportedMediaType
-	case http.StatusRequestEntityTooLarge:
-		return metav1.StatusReasonRequestEntityTooLarge
-	case http.StatusGatewayTimeout:
-		return metav1.StatusReasonTimeout
-	case http.StatusServiceUnavailable:
-		return metav1.StatusReasonServiceUnavailable
-	default:
-		return metav1.StatusReasonInternalError
 	}
 }
 

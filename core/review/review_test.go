@@ -110,16 +110,3 @@ func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
 		t.Error("Encode accepted an unknown version")
 	}
 }
-
-func TestStatus(t *testing.T) {
-	for code, reason := range map[int]metav1.StatusReason{
-		400: metav1.StatusReasonBadRequest, 404: metav1.StatusReasonNotFound, 405: metav1.StatusReasonMethodNotAllowed,
-		413: metav1.StatusReasonRequestEntityTooLarge, 415: metav1.StatusReasonUnsupportedMediaType,
-		500: metav1.StatusReasonInternalError, 504: metav1.StatusReasonTimeout,
-	} {
-		s := Status(code, "m")
-		if s.Reason != reason || s.Code != int32(code) || s.Kind != "Status" || s.APIVersion != "v1" || s.Status != metav1.StatusFailure || s.Message != "m" {
-			t.Errorf("Status(%d) = %+v", code, s)
-		}
-	}
-}
