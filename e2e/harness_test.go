@@ -200,7 +200,7 @@ rules:
 - level: Metadata
   resources:
   - group: ""
-    resources: [configmaps, pods, services]
+    resources: [configmaps, namespaces, pods, services]
   - group: apps
     resources: [deployments, deployments/scale, statefulsets]
   - group: scheduling.k8s.io

@@ -279,6 +279,18 @@ func parityCases() []parityCase {
 		{name: "cost-runtime-budget", bundle: simple("cost-runtime-budget", cmRules+"validations:\n"+strings.Repeat("- expression: 'object.data.all(a, object.data.all(b, a != b || a == b))'\n", 40), ""),
 			requests: []parityRequest{dry(cm("small", bigData(10))), dry(cm("large", bigData(400)))}},
 
+		// --- subtle paths
+		{name: "namespaces-resource-selector-own-labels", bundle: simple("namespaces-resource-selector-own-labels", "matchConstraints:\n  resourceRules: [{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [namespaces]}]\n  namespaceSelector: {matchLabels: {tenant: 'yes'}}\nvalidations: [{expression: 'namespaceObject == null && object.metadata.name.startsWith(\"tenant-\")', messageExpression: \"'tenant namespaces are named tenant-*, not ' + object.metadata.name\"}]", ""),
+			requests: []parityRequest{dry("apiVersion: v1\nkind: Namespace\nmetadata: {name: other, labels: {tenant: 'yes'}}\n"), dry("apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-a, labels: {tenant: 'yes'}}\n"), dry("apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n")}},
+		{name: "cluster-scoped-namespace-object-null", bundle: simple("cluster-scoped-namespace-object-null", "matchConstraints:\n  resourceRules: [{apiGroups: [scheduling.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [priorityclasses]}]\nvalidations: [{expression: 'namespaceObject == null && request.namespace == \"\"', message: cluster-scoped}]", ""),
+			requests: []parityRequest{dry("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: mid}\nvalue: 100\n")}},
+		{name: "update-object-selector-sees-old-labels", bundle: simple("update-object-selector-sees-old-labels", cmRules+"validations: [{expression: \"request.operation != 'UPDATE' || (has(object.metadata.labels) && 'locked' in object.metadata.labels)\", message: cannot unlock}]", "validationActions: [Deny]\nmatchResources: {objectSelector: {matchLabels: {locked: 'true'}}}"),
+			requests: []parityRequest{req("create", cm("c", data("a", "1"), "locked", "true")), req("update", cm("c", data("a", "2"))), req("update", cm("c", data("a", "3"), "locked", "true"))}},
+		{name: "message-expression-over-5kib-falls-back", bundle: simple("message-expression-over-5kib-falls-back", cmRules+"validations: [{expression: 'false', message: static, messageExpression: 'string(object.data.long)'}]", ""),
+			requests: []parityRequest{dry(cm("long", data("long", strings.Repeat("x", 5121)))), dry(cm("fits", data("long", strings.Repeat("y", 300))))}},
+		{name: "variables-count-against-the-budget", bundle: simple("variables-count-against-the-budget", cmRules+"variables: [{name: pairs, expression: 'object.data.map(a, object.data.map(b, a + b)).size()'}]\nvalidations:\n"+strings.Repeat("- expression: 'variables.pairs >= 0'\n", 3), ""),
+			requests: []parityRequest{dry(cm("small", bigData(10))), dry(cm("large", bigData(600)))}},
+
 		// --- deliberate divergences
 		{name: "namespace-object-name", bundle: simple("namespace-object-name", cmRules+"validations: [{expression: \"namespaceObject.metadata.name == object.metadata.namespace\", message: namespace}]", ""),
 			requests: []parityRequest{dry(cm("c", nil))}},
