@@ -31,7 +31,7 @@ unit: ## Go tests, with the race detector
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 e2e: e2e-deps ## admitfn behind a real kube-apiserver and etcd
-	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -count=1 -timeout 30m ./e2e/
+	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 30m ./e2e/
 
 e2e-deps: etcd kube-apiserver
 

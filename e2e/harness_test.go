@@ -354,7 +354,16 @@ func (c *cluster) client(t *testing.T) (*kubernetes.Clientset, *warnings) {
 type admitfn struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *bytes.Buffer
+
+	mu   sync.Mutex // guards logs, written by the stderr reader
+	logs bytes.Buffer
+}
+
+// Logs returns what the server has logged so far.
+func (a *admitfn) Logs() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.logs.String()
 }
 
 // serve starts functions/server over HTTPS on bundleDir. It is stopped when
@@ -373,18 +382,17 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a := &admitfn{cmd: cmd, logs: &bytes.Buffer{}}
+	a := &admitfn{cmd: cmd}
 	serving := make(chan string, 1)
-	var mu sync.Mutex
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
-			mu.Lock()
+			a.mu.Lock()
 			a.logs.Write(line)
 			a.logs.WriteByte('\n')
-			mu.Unlock()
+			a.mu.Unlock()
 			var m struct{ Message, Addr string }
 			if json.Unmarshal(line, &m) == nil && m.Message == "serving" {
 				serving <- m.Addr
@@ -395,7 +403,7 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
 	case a.addr = <-serving:
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("admitfn did not start:\n%s", a.logs)
+		t.Fatalf("admitfn did not start:\n%s", a.Logs())
 	}
 	t.Cleanup(a.stop)
 	return a

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -362,33 +363,25 @@ func TestRouteUnknownToTheBundle(t *testing.T) {
 	if got.allowed || got.code != 500 || !strings.Contains(got.message, "failed calling webhook") || !strings.Contains(got.message, "in the current bundle: re-render the webhook configuration") {
 		t.Errorf("unknown route: %+v", got)
 	}
-	if !strings.Contains(a.logs.String(), "configuration drift") {
-		t.Errorf("drift not logged:\n%s", a.logs)
+	if !strings.Contains(a.Logs(), "configuration drift") {
+		t.Errorf("drift not logged:\n%s", a.Logs())
 	}
 }
 
 func TestV1beta1Reviews(t *testing.T) {
-	name := k8sName(t)
-	files := map[string]string{"p.yaml": replicasPolicy + binding("deny", "replicas.e2e.admitfn.io", "[Deny]", ""), "zz-sentinel.yaml": sentinel(name)}
-	dir := writeBundle(t, files)
-	a := kube.serve(t, dir, "")
-	cfg := kube.render(t, dir, "https://"+a.addr, name)
-	for i := range cfg.Webhooks {
-		cfg.Webhooks[i].AdmissionReviewVersions = []string{"v1beta1"}
-	}
+	a, _, _ := startAdmitfn(t, map[string]string{"p.yaml": replicasPolicy + binding("deny", "replicas.e2e.admitfn.io", "[Deny]", "")}, k8sName(t),
+		func(cfg *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].AdmissionReviewVersions = []string{"v1beta1"}
+			}
+		})
 	cs, w := kube.client(t)
-	t.Cleanup(func() {
-		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-		waitSentinel(t, cs, name, false)
-	})
-	kube.install(t, cfg)
-	waitSentinel(t, cs, name, true)
 	namespace(t, "e2e-v1beta1", nil)
 	_, err := cs.AppsV1().Deployments("e2e-v1beta1").Create(context.Background(), deploymentObj("d", 4, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	got, _ := stripWebhook(t, result(err, w))
 	expect(t, "v1beta1", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'deny' denied request: replicas must be at most 3, got 4"})
-	if !strings.Contains(a.logs.String(), `"decision":"denied"`) {
-		t.Errorf("admitfn logs:\n%s", a.logs)
+	if !strings.Contains(a.Logs(), `"decision":"denied"`) {
+		t.Errorf("admitfn logs:\n%s", a.Logs())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +86,7 @@ func waitSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bo
 // waited for at cleanup too, so tests don't see each other's webhooks.
 func deployAdmitfn(t *testing.T, files map[string]string, renderArgs ...string) (*admitfn, string) {
 	t.Helper()
-	a, dir, _ := startAdmitfn(t, files, k8sName(t), renderArgs...)
+	a, dir, _ := startAdmitfn(t, files, k8sName(t), nil, renderArgs...)
 	return a, dir
 }
 
@@ -93,19 +94,24 @@ func deployAdmitfn(t *testing.T, files map[string]string, renderArgs ...string) 
 // that must remove the webhook before the test ends.
 func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
 	t.Helper()
-	a, _, removeConfig := startAdmitfn(t, files, name)
+	a, _, removeConfig := startAdmitfn(t, files, name, nil)
 	return func() {
 		removeConfig()
 		a.stop()
 	}
 }
 
-func startAdmitfn(t *testing.T, files map[string]string, name string, renderArgs ...string) (*admitfn, string, func()) {
+// startAdmitfn serves files plus a sentinel, installs the rendered
+// configuration (after edit, when given) and waits until it is in force.
+func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), renderArgs ...string) (*admitfn, string, func()) {
 	t.Helper()
 	files["zz-sentinel.yaml"] = sentinel(name)
 	dir := writeBundle(t, files)
 	a := kube.serve(t, dir, "")
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
+	if edit != nil {
+		edit(cfg)
+	}
 	cs, _ := kube.client(t)
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create webhook configuration: %v", err)

@@ -44,14 +44,13 @@ type Engine interface {
 type Handler struct {
 	engine Engine
 	log    zerolog.Logger
-	now    func() time.Time
 }
 
 var _ http.Handler = (*Handler)(nil)
 
 // New returns a handler over e that logs to log.
 func New(e Engine, log zerolog.Logger) *Handler {
-	return &Handler{engine: e, log: log, now: time.Now}
+	return &Handler{engine: e, log: log}
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -99,9 +98,9 @@ func parseRoute(path string) (string, bool) {
 }
 
 func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
-	start := h.now()
+	start := time.Now()
 	logLine := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(h.now().Sub(start).Microseconds())/1000)
+		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {

@@ -22,10 +22,11 @@ type Attributes struct {
 	admission.Attributes
 	req *review.Request
 
-	request     map[string]any
-	namespace   map[string]any
-	annotations map[string]string
-	keys        []string
+	request       map[string]any
+	namespace     map[string]any
+	namespaceName string
+	annotations   map[string]string
+	keys          []string
 }
 
 // NewAttributes builds the attributes of a decoded review request.
@@ -84,14 +85,14 @@ func (a *Attributes) celRequest() map[string]any {
 // celNamespace is the CEL `namespaceObject`. The function cannot read the
 // cluster, so the only namespace it knows is the one named by the request.
 func (a *Attributes) celNamespace(ns *corev1.Namespace) map[string]any {
-	if a.namespace != nil && a.namespace["metadata"].(map[string]any)["name"] == ns.Name {
+	if a.namespace != nil && a.namespaceName == ns.Name {
 		return a.namespace
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(plugincel.CreateNamespaceObject(ns))
 	if err != nil {
 		return nil
 	}
-	a.namespace = m
+	a.namespace, a.namespaceName = m, ns.Name
 	return m
 }
 
