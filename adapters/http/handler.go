@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,7 +39,8 @@ type Engine interface {
 	BundleID() string
 }
 
-// Handler serves POST /validate[/<group>], GET /healthz and GET /readyz.
+// Handler serves POST /validate[/<group>] and /mutate[/<group>], GET /healthz
+// and GET /readyz.
 type Handler struct {
 	engine Engine
 	log    zerolog.Logger
@@ -62,9 +62,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.probe(w, r, "ok: bundle "+h.engine.BundleID())
 		return
 	}
-	group, ok := parseRoute(r.URL.Path)
+	route, ok := policy.ParseRoute(r.URL.Path)
 	if !ok {
-		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s and %s/<group>", r.URL.Path, policy.ValidatePathPrefix, policy.ValidatePathPrefix))
+		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", r.URL.Path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -72,7 +72,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
 		return
 	}
-	h.review(w, r, group)
+	h.review(w, r, route)
 }
 
 func (h *Handler) probe(w http.ResponseWriter, r *http.Request, body string) {
@@ -85,19 +85,7 @@ func (h *Handler) probe(w http.ResponseWriter, r *http.Request, body string) {
 	io.WriteString(w, body+"\n")
 }
 
-// parseRoute accepts "/validate" (group "") and "/validate/<group>".
-func parseRoute(path string) (string, bool) {
-	if path == policy.ValidatePathPrefix {
-		return "", true
-	}
-	rest, ok := strings.CutPrefix(path, policy.ValidatePathPrefix+"/")
-	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return "", false
-	}
-	return rest, true
-}
-
-func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route) {
 	start := time.Now()
 	logLine := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
@@ -150,10 +138,10 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
 		}
 	}()
 
-	res, err := h.engine.Review(ctx, group, req)
+	res, err := h.engine.Review(ctx, route, req)
 	switch {
 	case errors.Is(err, engine.ErrUnknownRoute):
-		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configuration", group))
+		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
 		fields(h.log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
 		return
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
@@ -181,6 +169,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, group string) {
 	}
 	fields(h.log.Info()).Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
+		Bool("patched", len(res.Response.Patch) > 0).
 		Msg("review")
 }
 

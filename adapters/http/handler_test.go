@@ -28,15 +28,15 @@ var update = flag.Bool("update", false, "rewrite the golden responses in testdat
 
 // fakeEngine lets transport tests control what a review does.
 type fakeEngine struct {
-	review func(ctx context.Context, group string, req *review.Request) (*engine.Result, error)
+	review func(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error)
 }
 
 func (f fakeEngine) BundleID() string { return "fake-bundle" }
-func (f fakeEngine) Review(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
-	return f.review(ctx, group, req)
+func (f fakeEngine) Review(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
+	return f.review(ctx, route, req)
 }
 
-func allowAll(_ context.Context, _ string, req *review.Request) (*engine.Result, error) {
+func allowAll(_ context.Context, _ policy.Route, req *review.Request) (*engine.Result, error) {
 	return &engine.Result{Response: review.Allowed(string(req.UID))}, nil
 }
 
@@ -82,10 +82,10 @@ func statusBody(t *testing.T, rec *httptest.ResponseRecorder) (code int, reason,
 
 func TestTransportErrors(t *testing.T) {
 	var logs bytes.Buffer
-	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
-		switch group {
+	h := New(fakeEngine{review: func(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
+		switch route.Group {
 		case "missing":
-			return nil, fmt.Errorf("%w %q", engine.ErrUnknownRoute, group)
+			return nil, fmt.Errorf("%w %q", engine.ErrUnknownRoute, route.Group)
 		case "slow":
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -94,7 +94,7 @@ func TestTransportErrors(t *testing.T) {
 		case "broken":
 			return nil, fmt.Errorf("%w: dispatcher exploded", engine.ErrInternal)
 		}
-		return allowAll(ctx, group, req)
+		return allowAll(ctx, route, req)
 	}}, zerolog.New(&logs))
 
 	for _, tc := range []struct {
@@ -105,8 +105,8 @@ func TestTransportErrors(t *testing.T) {
 		wantMessage string
 	}{
 		{"GET on a review route", exchange{method: "GET", path: "/validate"}, 405, "MethodNotAllowed", "method GET not allowed: send the AdmissionReview with POST"},
-		{"unknown path", exchange{method: "POST", path: "/mutate-everything", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no route "/mutate-everything": reviews are served on /validate and /validate/<group>`},
-		{"nested group path", exchange{method: "POST", path: "/validate/a/b", contentType: "application/json"}, 404, "NotFound", `no route "/validate/a/b": reviews are served on /validate and /validate/<group>`},
+		{"unknown path", exchange{method: "POST", path: "/mutate-everything", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no route "/mutate-everything": reviews are served on /validate[/<group>] and /mutate[/<group>]`},
+		{"nested group path", exchange{method: "POST", path: "/validate/a/b", contentType: "application/json"}, 404, "NotFound", `no route "/validate/a/b": reviews are served on /validate[/<group>] and /mutate[/<group>]`},
 		{"wrong content type", exchange{method: "POST", path: "/validate", contentType: "text/plain", body: secretReview(review.V1)}, 415, "UnsupportedMediaType", `content type "text/plain" not supported: send application/json`},
 		{"missing content type", exchange{method: "POST", path: "/validate", body: secretReview(review.V1)}, 415, "UnsupportedMediaType", `content type "" not supported: send application/json`},
 		{"empty body", exchange{method: "POST", path: "/validate", contentType: "application/json"}, 400, "BadRequest", "malformed AdmissionReview: empty body"},
@@ -114,7 +114,7 @@ func TestTransportErrors(t *testing.T) {
 		{"deeply nested JSON", exchange{method: "POST", path: "/validate", contentType: "application/json", body: strings.Repeat("[", 100000)}, 400, "BadRequest", "malformed AdmissionReview: invalid JSON: syntax error at offset 10001"},
 		{"body over the cap", exchange{method: "POST", path: "/validate", contentType: "application/json", body: `{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"}`}, 413, "RequestEntityTooLarge", "request body larger than 7340032 bytes"},
 		{"invalid timeout", exchange{method: "POST", path: "/validate?timeout=soon", contentType: "application/json", body: secretReview(review.V1)}, 400, "BadRequest", `invalid timeout "soon": want a positive duration such as 10s`},
-		{"route unknown to the bundle", exchange{method: "POST", path: "/validate/missing", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no policy group "missing" in the current bundle: re-render the webhook configuration`},
+		{"route unknown to the bundle", exchange{method: "POST", path: "/validate/missing", contentType: "application/json", body: secretReview(review.V1)}, 404, "NotFound", `no policy group "/validate/missing" in the current bundle: re-render the webhook configurations`},
 		{"deadline passes", exchange{method: "POST", path: "/validate/slow?timeout=100ms", contentType: "application/json", body: secretReview(review.V1)}, 504, "Timeout", "review of request uid-1 did not finish before the deadline"},
 		{"panic in evaluation", exchange{method: "POST", path: "/validate/panics", contentType: "application/json", body: secretReview(review.V1)}, 500, "InternalError", "internal error reviewing request uid-1"},
 		{"internal error", exchange{method: "POST", path: "/validate/broken", contentType: "application/json", body: secretReview(review.V1)}, 500, "InternalError", "internal error reviewing request uid-1"},
@@ -145,7 +145,7 @@ func TestTransportErrors(t *testing.T) {
 func TestPanicLogIsStructuredAndKeepsServing(t *testing.T) {
 	var logs bytes.Buffer
 	calls := 0
-	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+	h := New(fakeEngine{review: func(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
 		calls++
 		if calls == 1 {
 			panic("boom")
@@ -154,7 +154,7 @@ func TestPanicLogIsStructuredAndKeepsServing(t *testing.T) {
 			var m map[string]int
 			m["x"]++ // a runtime error: its text is logged
 		}
-		return allowAll(ctx, group, req)
+		return allowAll(ctx, route, req)
 	}}, zerolog.New(&logs))
 	if rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview(review.V1)}); rec.Code != 500 {
 		t.Fatalf("first: HTTP %d", rec.Code)
@@ -179,13 +179,13 @@ func TestPanicLogIsStructuredAndKeepsServing(t *testing.T) {
 
 func TestTimeoutBecomesADeadlineWithMargin(t *testing.T) {
 	var got time.Duration
-	h := New(fakeEngine{review: func(ctx context.Context, group string, req *review.Request) (*engine.Result, error) {
+	h := New(fakeEngine{review: func(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
 		d, ok := ctx.Deadline()
 		if !ok {
 			return nil, errors.New("no deadline")
 		}
 		got = time.Until(d)
-		return allowAll(ctx, group, req)
+		return allowAll(ctx, route, req)
 	}}, zerolog.Nop())
 	rec := serve(t, h, exchange{method: "POST", path: "/validate?timeout=10s", contentType: "application/json; charset=utf-8", body: secretReview(review.V1)})
 	if rec.Code != 200 {
@@ -230,6 +230,11 @@ func TestGoldenReviews(t *testing.T) {
 					return g.Path()
 				}
 			}
+			for _, pb := range g.MutatingBindings {
+				if pb.Name == binding {
+					return g.Path()
+				}
+			}
 		}
 		t.Fatalf("no route for %s", binding)
 		return ""
@@ -247,6 +252,9 @@ func TestGoldenReviews(t *testing.T) {
 		{"warn", "image-matches-environment-warn.example.com"},
 		{"match-conditions-deny", "demo-name-prefix-binding.example.com"},
 		{"delete-allowed", "demo-binding-test.example.com"},
+		{"mutate-sidecar", "sidecar-binding"},
+		{"mutate-pull-policy-v1beta1", "always-pull-images"},
+		{"mutate-nothing-to-do", "configmap-hygiene"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reqBody, err := os.ReadFile(filepath.Join("testdata", tc.name+".request.json"))

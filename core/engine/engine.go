@@ -1,15 +1,20 @@
 // Package engine is the one API adapters call: a compiled bundle that turns a
 // decoded AdmissionReview request on a route into an AdmissionResponse with
-// the decision kube-apiserver's own ValidatingAdmissionPolicy would make.
+// the decision kube-apiserver's own ValidatingAdmissionPolicy would make
+// (validating routes), or the mutations its MutatingAdmissionPolicy would
+// apply, as one JSON Patch (mutating routes).
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,8 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
@@ -36,7 +43,7 @@ var (
 
 // Reviewer is what adapters need from an engine.
 type Reviewer interface {
-	Review(ctx context.Context, group string, req *review.Request) (*Result, error)
+	Review(ctx context.Context, route policy.Route, req *review.Request) (*Result, error)
 }
 
 var _ Reviewer = (*Engine)(nil)
@@ -44,21 +51,23 @@ var _ Reviewer = (*Engine)(nil)
 // Engine is a compiled bundle. It is immutable and safe for concurrent use.
 type Engine struct {
 	bundle     *policy.Bundle
-	groups     map[string]*route
+	routes     map[policy.Route]*route
 	order      []*policy.Group
 	dispatcher *validate.Dispatcher
+	mutator    *mutate.Dispatcher
 }
 
 type route struct {
-	group *policy.Group
-	hooks []validate.Hook
+	group    *policy.Group
+	hooks    []validate.Hook
+	mutating []mutate.Hook
 }
 
 // Result is a review's response plus what a log line needs.
 type Result struct {
 	Response *admissionv1.AdmissionResponse
-	// FailedPolicies had a failed validation or an error (whatever their
-	// bindings' validationActions made of it).
+	// FailedPolicies had a failed validation, a failed mutation or an error
+	// (whatever their validationActions or failurePolicy made of it).
 	FailedPolicies []string
 }
 
@@ -75,15 +84,36 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		}
 		validators[p.Name] = v
 	}
+	mutators := map[string]mutating.PolicyEvaluator{}
+	for _, p := range b.MutatingPolicies {
+		m, fieldErrs := mutate.Compile(c.EnvSet(), p)
+		for _, fe := range fieldErrs {
+			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("MutatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
+		}
+		mutators[p.Name] = m
+	}
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	store := func(pk *admissionregistrationv1.ParamKind) *validate.ParamStore {
+		if pk == nil {
+			return nil
+		}
+		return stores[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)]
+	}
 
-	e := &Engine{bundle: b, groups: map[string]*route{}, order: b.Groups(), dispatcher: validate.NewDispatcher()}
+	e := &Engine{
+		bundle:     b,
+		routes:     map[policy.Route]*route{},
+		order:      append(b.Groups(), b.MutatingGroups()...),
+		dispatcher: validate.NewDispatcher(),
+		mutator:    mutate.NewDispatcher(),
+	}
 	for _, g := range e.order {
 		r := &route{group: g}
+		// Hooks follow bundle order: mutating policies apply in it.
 		for _, p := range b.Policies {
 			var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 			for _, pb := range g.Bindings {
@@ -91,16 +121,28 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 					bindings = append(bindings, withoutNamespaceSelector(pb))
 				}
 			}
-			if len(bindings) == 0 {
-				continue
+			if len(bindings) > 0 {
+				r.hooks = append(r.hooks, validate.NewHook(policyWithoutNamespaceSelector(p), bindings, validators[p.Name], store(p.Spec.ParamKind)))
 			}
-			var store *validate.ParamStore
-			if pk := p.Spec.ParamKind; pk != nil {
-				store = stores[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)]
-			}
-			r.hooks = append(r.hooks, validate.NewHook(policyWithoutNamespaceSelector(p), bindings, validators[p.Name], store))
 		}
-		e.groups[g.ID] = r
+		for _, p := range b.MutatingPolicies {
+			var bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding
+			for _, pb := range g.MutatingBindings {
+				if pb.Spec.PolicyName == p.Name {
+					pb = pb.DeepCopy()
+					if pb.Spec.MatchResources != nil {
+						pb.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{}
+					}
+					bindings = append(bindings, pb)
+				}
+			}
+			if len(bindings) > 0 {
+				p = p.DeepCopy()
+				p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{}
+				r.mutating = append(r.mutating, mutate.NewHook(p, bindings, mutators[p.Name], store(p.Spec.ParamKind)))
+			}
+		}
+		e.routes[g.Route()] = r
 	}
 	return e, nil
 }
@@ -108,17 +150,21 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 // BundleID identifies the bundle the engine serves.
 func (e *Engine) BundleID() string { return e.bundle.ID }
 
-// Groups are the bundle's webhook groups, default group first.
+// Groups are the bundle's webhook groups: validating ones first, then
+// mutating ones, each type's default group first.
 func (e *Engine) Groups() []*policy.Group { return e.order }
 
-// Review evaluates req against the bindings of group ("" for /validate).
-// Denials and policy errors are responses; the returned error is only
-// ErrUnknownRoute, ErrInternal, or the context's error when the deadline
-// passed before a decision.
-func (e *Engine) Review(ctx context.Context, group string, req *review.Request) (*Result, error) {
-	r, ok := e.groups[group]
+// Review evaluates req against the bindings of route. Denials and policy
+// errors are responses; the returned error is only ErrUnknownRoute,
+// ErrInternal, or the context's error when the deadline passed before a
+// decision.
+func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Request) (*Result, error) {
+	r, ok := e.routes[rt]
 	if !ok {
-		return nil, fmt.Errorf("%w %q: the webhook configuration does not match the bundle (%s); render it again", ErrUnknownRoute, group, e.bundle.ID)
+		return nil, fmt.Errorf("%w %q: the webhook configuration does not match the bundle (%s); render it again", ErrUnknownRoute, rt.Path(), e.bundle.ID)
+	}
+	if rt.Type == policy.Mutating {
+		return e.mutate(ctx, r, req)
 	}
 	attrs := validate.NewAttributes(req)
 	res, err := e.dispatcher.Dispatch(ctx, attrs, r.hooks)
@@ -141,6 +187,68 @@ func (e *Engine) Review(ctx context.Context, group string, req *review.Request) 
 		}
 	}
 	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+}
+
+// mutate applies the route's mutating policies and answers with one JSON
+// Patch from the object received to the final one, or none when nothing
+// changed.
+func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Result, error) {
+	resp := &admissionv1.AdmissionResponse{UID: types.UID(req.UID), Allowed: true}
+	// kube-apiserver's plugin handles CREATE, UPDATE and CONNECT only: a
+	// DELETE has no object to mutate.
+	switch admissionv1.Operation(req.Operation) {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Connect:
+	default:
+		return &Result{Response: resp}, nil
+	}
+	if req.Object == nil {
+		return &Result{Response: resp}, nil
+	}
+	original, err := json.Marshal(req.Object.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode the object: %w", ErrInternal, err)
+	}
+	res, err := e.mutator.Dispatch(ctx, validate.NewAttributes(req), r.mutating)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("review did not finish in time: %w", err)
+	}
+	if !res.Allowed {
+		resp.Allowed, resp.Result = false, res.Status
+		return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+	}
+	final, ok := res.Object.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("%w: mutated object is a %T", ErrInternal, res.Object)
+	}
+	patched, err := json.Marshal(final.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode the mutated object: %w", ErrInternal, err)
+	}
+	if !bytes.Equal(original, patched) {
+		// Keys are compared in sorted order, so the same change always gives
+		// the same patch; numbers stay json.Number, exact as received.
+		ops, err := jsondiff.CompareJSON(original, patched, jsondiff.UnmarshalFunc(unmarshalNumbers))
+		if err != nil {
+			return nil, fmt.Errorf("%w: compute the patch: %w", ErrInternal, err)
+		}
+		if len(ops) > 0 {
+			if resp.Patch, err = json.Marshal(ops); err != nil {
+				return nil, fmt.Errorf("%w: encode the patch: %w", ErrInternal, err)
+			}
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.PatchType = &pt
+		}
+	}
+	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+}
+
+func unmarshalNumbers(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	return d.Decode(v)
 }
 
 // validationFailureKey is the audit annotation upstream records for a failed
@@ -211,11 +319,7 @@ func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamS
 	}
 	var errs policy.Errors
 	stores := map[schema.GroupVersionKind]*validate.ParamStore{}
-	for _, p := range b.Policies {
-		pk := p.Spec.ParamKind
-		if pk == nil {
-			continue
-		}
+	for _, pk := range b.ParamKinds() {
 		gvk := schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)
 		if _, done := stores[gvk]; done {
 			continue
@@ -236,8 +340,8 @@ func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamS
 			namespaced, known = withNS > 0, true
 		}
 		if !known {
-			for _, pb := range b.Bindings {
-				if pb.Spec.ParamRef != nil && pb.Spec.ParamRef.Namespace != "" && paramKindOf(b, pb) == gvk {
+			for _, use := range b.ParamRefs() {
+				if use.Ref.Namespace != "" && schema.FromAPIVersionAndKind(use.Kind.APIVersion, use.Kind.Kind) == gvk {
 					namespaced = true
 				}
 			}
@@ -245,12 +349,4 @@ func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamS
 		stores[gvk] = validate.NewParamStore(gvk, namespaced, objs)
 	}
 	return stores, errs
-}
-
-func paramKindOf(b *policy.Bundle, pb *admissionregistrationv1.ValidatingAdmissionPolicyBinding) schema.GroupVersionKind {
-	p := b.Policy(pb.Spec.PolicyName)
-	if p == nil || p.Spec.ParamKind == nil {
-		return schema.GroupVersionKind{}
-	}
-	return schema.FromAPIVersionAndKind(p.Spec.ParamKind.APIVersion, p.Spec.ParamKind.Kind)
 }

@@ -45,17 +45,17 @@ func denied(code int32, reason, message string) want {
 }
 
 // groupOf finds the route group serving a binding.
-func groupOf(t *testing.T, e *Engine, binding string) string {
+func groupOf(t *testing.T, e *Engine, binding string) policy.Route {
 	t.Helper()
 	for _, g := range e.Groups() {
 		for _, b := range g.Bindings {
 			if b.Name == binding {
-				return g.ID
+				return g.Route()
 			}
 		}
 	}
 	t.Fatalf("no group serves binding %q", binding)
-	return ""
+	return policy.Route{}
 }
 
 func reviewOn(t *testing.T, e *Engine, binding string, req *review.Request) *Result {
@@ -498,7 +498,7 @@ func TestUnknownRoute(t *testing.T) {
 	// A group ID the bundle does not have, and /validate when every binding
 	// of the bundle lives in a selector group: both mean the webhook
 	// configuration and the bundle have drifted apart.
-	for _, group := range []string{"0000000000", ""} {
+	for _, group := range []policy.Route{{Group: "0000000000"}, {}} {
 		if _, err := e.Review(context.Background(), group, req); !errors.Is(err, ErrUnknownRoute) {
 			t.Errorf("group %q: err = %v, want ErrUnknownRoute", group, err)
 		}

@@ -44,7 +44,7 @@ spec: {policyName: max-replicas.example.com, validationActions: [Deny]}
 		panic(err)
 	}
 	for _, g := range e.Groups() {
-		res, err := e.Review(context.Background(), g.ID, req)
+		res, err := e.Review(context.Background(), g.Route(), req)
 		if err != nil {
 			panic(err)
 		}

@@ -1,5 +1,6 @@
-// Package policy is the bundle model: the ValidatingAdmissionPolicy YAML an
-// operator would apply in-cluster (policies, bindings, param objects), parsed,
+// Package policy is the bundle model: the ValidatingAdmissionPolicy and
+// MutatingAdmissionPolicy YAML an operator would apply in-cluster (policies,
+// bindings, param objects), parsed,
 // defaulted the way kube-apiserver defaults them, statically validated and
 // grouped by what kube-apiserver can filter on before calling the function.
 package policy
@@ -28,7 +29,9 @@ import (
 )
 
 // The policy API versions the bundle accepts. v1beta1 and v1 of
-// ValidatingAdmissionPolicy share one schema.
+// ValidatingAdmissionPolicy share one schema, and so do v1beta1 (as users of
+// Kubernetes 1.34 and 1.35 write it) and v1 of MutatingAdmissionPolicy: both
+// decode strictly into the v1 types.
 var policyGroupVersions = map[string]bool{
 	"admissionregistration.k8s.io/v1":      true,
 	"admissionregistration.k8s.io/v1beta1": true,
@@ -47,6 +50,11 @@ type Bundle struct {
 	ID       string
 	Policies []*admissionregistrationv1.ValidatingAdmissionPolicy
 	Bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// MutatingPolicies and MutatingBindings are the MutatingAdmissionPolicy
+	// objects; policies apply in this order, each seeing the result of the
+	// ones before it.
+	MutatingPolicies []*admissionregistrationv1.MutatingAdmissionPolicy
+	MutatingBindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// Params holds every param object, in bundle order.
 	Params []*unstructured.Unstructured
 	// Origins maps "Kind/name" of each policy and binding to where it was
@@ -162,16 +170,14 @@ func Parse(sources []Source) (*Bundle, error) {
 
 	// Param objects are recognised by the paramKinds the policies name.
 	paramKinds := map[schema.GroupVersionKind]bool{}
-	for _, p := range b.Policies {
-		if pk := p.Spec.ParamKind; pk != nil {
-			paramKinds[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)] = true
-		}
+	for _, pk := range b.ParamKinds() {
+		paramKinds[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)] = true
 	}
 	seenParams := map[string]Origin{}
 	for _, p := range params {
 		gvk := p.obj.GroupVersionKind()
 		if !paramKinds[gvk] {
-			errs = append(errs, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion()))
+			errs = append(errs, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, MutatingAdmissionPolicy, one of their bindings, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion()))
 			continue
 		}
 		if p.obj.GetName() == "" {
@@ -209,42 +215,45 @@ func (b *Bundle) add(obj *unstructured.Unstructured, origin Origin) error {
 	if !policyGroupVersions[obj.GetAPIVersion()] {
 		return errNotPolicyKind
 	}
-	switch obj.GetKind() {
+	kind := obj.GetKind()
+	var (
+		into  interface{ GetName() string }
+		store func()
+	)
+	switch kind {
 	case "ValidatingAdmissionPolicy":
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		if err := strictDecode(obj, p); err != nil {
-			return fmt.Errorf("ValidatingAdmissionPolicy: %w", err)
-		}
-		key := "ValidatingAdmissionPolicy/" + p.Name
-		if prev, dup := b.Origins[key]; dup && p.Name != "" {
-			return fmt.Errorf("ValidatingAdmissionPolicy %q is already defined at %s", p.Name, prev)
-		}
-		DefaultPolicy(p)
-		b.Origins[key] = origin
-		b.Policies = append(b.Policies, p)
+		into, store = p, func() { DefaultPolicy(p); b.Policies = append(b.Policies, p) }
 	case "ValidatingAdmissionPolicyBinding":
 		pb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-		if err := strictDecode(obj, pb); err != nil {
-			return fmt.Errorf("ValidatingAdmissionPolicyBinding: %w", err)
-		}
-		key := "ValidatingAdmissionPolicyBinding/" + pb.Name
-		if prev, dup := b.Origins[key]; dup && pb.Name != "" {
-			return fmt.Errorf("ValidatingAdmissionPolicyBinding %q is already defined at %s", pb.Name, prev)
-		}
-		DefaultBinding(pb)
-		b.Origins[key] = origin
-		b.Bindings = append(b.Bindings, pb)
+		into, store = pb, func() { DefaultBinding(pb); b.Bindings = append(b.Bindings, pb) }
+	case "MutatingAdmissionPolicy":
+		p := &admissionregistrationv1.MutatingAdmissionPolicy{}
+		into, store = p, func() { DefaultMutatingPolicy(p); b.MutatingPolicies = append(b.MutatingPolicies, p) }
+	case "MutatingAdmissionPolicyBinding":
+		pb := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+		into, store = pb, func() { DefaultMutatingBinding(pb); b.MutatingBindings = append(b.MutatingBindings, pb) }
 	default:
 		return errNotPolicyKind
 	}
+	if err := strictDecode(obj, into); err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	key := kind + "/" + into.GetName()
+	if prev, dup := b.Origins[key]; dup && into.GetName() != "" {
+		return fmt.Errorf("%s %q is already defined at %s", kind, into.GetName(), prev)
+	}
+	b.Origins[key] = origin
+	store()
 	return nil
 }
 
-// Origin returns where the named policy ("ValidatingAdmissionPolicy") or
-// binding was defined.
+// Origin returns where the named policy or binding of kind
+// ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", …) was
+// defined.
 func (b *Bundle) Origin(kind, name string) Origin { return b.Origins[kind+"/"+name] }
 
-// Policy returns the policy with the given name, or nil.
+// Policy returns the ValidatingAdmissionPolicy with the given name, or nil.
 func (b *Bundle) Policy(name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	for _, p := range b.Policies {
 		if p.Name == name {
@@ -252,6 +261,34 @@ func (b *Bundle) Policy(name string) *admissionregistrationv1.ValidatingAdmissio
 		}
 	}
 	return nil
+}
+
+// MutatingPolicy returns the MutatingAdmissionPolicy with the given name, or
+// nil.
+func (b *Bundle) MutatingPolicy(name string) *admissionregistrationv1.MutatingAdmissionPolicy {
+	for _, p := range b.MutatingPolicies {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// ParamKinds lists the paramKind of every policy that has one, validating
+// policies first, in bundle order.
+func (b *Bundle) ParamKinds() []*admissionregistrationv1.ParamKind {
+	var out []*admissionregistrationv1.ParamKind
+	for _, p := range b.Policies {
+		if p.Spec.ParamKind != nil {
+			out = append(out, p.Spec.ParamKind)
+		}
+	}
+	for _, p := range b.MutatingPolicies {
+		if p.Spec.ParamKind != nil {
+			out = append(out, p.Spec.ParamKind)
+		}
+	}
+	return out
 }
 
 func strictDecode(obj *unstructured.Unstructured, into any) error {
@@ -355,4 +392,27 @@ func digest(sources []Source) string {
 		h.Write(s.Data)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// ParamRefs lists every binding's paramRef with its policy's paramKind,
+// validating bindings first, in bundle order.
+func (b *Bundle) ParamRefs() []ParamUse {
+	var out []ParamUse
+	for _, pb := range b.Bindings {
+		if p := b.Policy(pb.Spec.PolicyName); p != nil && p.Spec.ParamKind != nil && pb.Spec.ParamRef != nil {
+			out = append(out, ParamUse{Kind: p.Spec.ParamKind, Ref: pb.Spec.ParamRef})
+		}
+	}
+	for _, pb := range b.MutatingBindings {
+		if p := b.MutatingPolicy(pb.Spec.PolicyName); p != nil && p.Spec.ParamKind != nil && pb.Spec.ParamRef != nil {
+			out = append(out, ParamUse{Kind: p.Spec.ParamKind, Ref: pb.Spec.ParamRef})
+		}
+	}
+	return out
+}
+
+// ParamUse is a binding's paramRef and the paramKind of its policy.
+type ParamUse struct {
+	Kind *admissionregistrationv1.ParamKind
+	Ref  *admissionregistrationv1.ParamRef
 }

@@ -154,7 +154,7 @@ spec:
 		`b.yaml: document 3: ValidatingAdmissionPolicy: unknown field "spec.validatons"`,
 		`b.yaml: document 4: document is not a Kubernetes object (a YAML mapping with apiVersion and kind)`,
 		`c.yaml: document 1: invalid YAML: yaml: did not find expected key`,
-		`b.yaml: document 1: unknown kind "ConfigMap" (apiVersion "v1"): not a ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, or the paramKind of any policy in the bundle`,
+		`b.yaml: document 1: unknown kind "ConfigMap" (apiVersion "v1"): not a ValidatingAdmissionPolicy, MutatingAdmissionPolicy, one of their bindings, or the paramKind of any policy in the bundle`,
 		`b.yaml: policy Bad_Name: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 		`b.yaml: policy Bad_Name: spec.failurePolicy: Unsupported value: "Sometimes": supported values: "Fail", "Ignore"`,
 		`b.yaml: policy Bad_Name: spec.matchConstraints.resourceRules[0].operations[1]: Unsupported value: "FROB": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"`,

@@ -25,6 +25,27 @@ func DefaultBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 	}
 }
 
+// DefaultMutatingPolicy applies kube-apiserver's defaults to a
+// MutatingAdmissionPolicy: failurePolicy Fail. reinvocationPolicy has no
+// default; it is required.
+func DefaultMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		fp := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &fp
+	}
+	if p.Spec.MatchConstraints != nil {
+		defaultMatchResources(p.Spec.MatchConstraints)
+	}
+}
+
+// DefaultMutatingBinding applies kube-apiserver's defaults to a
+// MutatingAdmissionPolicyBinding.
+func DefaultMutatingBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
+	if b.Spec.MatchResources != nil {
+		defaultMatchResources(b.Spec.MatchResources)
+	}
+}
+
 func defaultMatchResources(m *admissionregistrationv1.MatchResources) {
 	if m.MatchPolicy == nil {
 		mp := admissionregistrationv1.Equivalent

@@ -6,14 +6,72 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ValidatePathPrefix is the route of the validating webhook; a group with an
-// ID is served on ValidatePathPrefix + "/" + ID.
-const ValidatePathPrefix = "/validate"
+// Routes: the default group of each webhook type is served on its prefix, a
+// group with an ID on prefix + "/" + ID.
+const (
+	ValidatePathPrefix = "/validate"
+	MutatePathPrefix   = "/mutate"
+)
+
+// Type is the kind of webhook a group becomes.
+type Type int
+
+const (
+	// Validating groups hold ValidatingAdmissionPolicyBindings.
+	Validating Type = iota
+	// Mutating groups hold MutatingAdmissionPolicyBindings.
+	Mutating
+)
+
+func (t Type) String() string {
+	if t == Mutating {
+		return "mutating"
+	}
+	return "validating"
+}
+
+// Prefix is the type's route prefix.
+func (t Type) Prefix() string {
+	if t == Mutating {
+		return MutatePathPrefix
+	}
+	return ValidatePathPrefix
+}
+
+// Route names one group: its type and ID.
+type Route struct {
+	Type  Type
+	Group string
+}
+
+// Path is the route's URL path.
+func (r Route) Path() string {
+	if r.Group == "" {
+		return r.Type.Prefix()
+	}
+	return r.Type.Prefix() + "/" + r.Group
+}
+
+// ParseRoute accepts "/validate", "/validate/<id>", "/mutate" and
+// "/mutate/<id>".
+func ParseRoute(path string) (Route, bool) {
+	for _, t := range []Type{Validating, Mutating} {
+		if path == t.Prefix() {
+			return Route{Type: t}, true
+		}
+		rest, ok := strings.CutPrefix(path, t.Prefix()+"/")
+		if ok && rest != "" && !strings.Contains(rest, "/") {
+			return Route{Type: t, Group: rest}, true
+		}
+	}
+	return Route{}, false
+}
 
 // Group is a set of bindings that kube-apiserver can pre-filter identically:
 // the function cannot read namespace labels, but the apiserver evaluates a
@@ -21,85 +79,131 @@ const ValidatePathPrefix = "/validate"
 // webhook with its own route, so a request that reaches a route has already
 // passed the group's namespaceSelector.
 type Group struct {
-	// ID is stable for the same selectors and failure policy; empty for the
-	// default group (no selectors, failurePolicy Fail), served on /validate.
+	Type Type
+	// ID is stable for the same selectors, failure policy and (mutating)
+	// reinvocation policy; empty for the default group (no selectors,
+	// failurePolicy Fail, reinvocationPolicy Never), served on /validate or
+	// /mutate.
 	ID string
 	// NamespaceSelector is the policy's and the binding's selectors merged.
 	NamespaceSelector *metav1.LabelSelector
 	// ObjectSelector is the policy's and the binding's selectors merged.
 	ObjectSelector *metav1.LabelSelector
 	FailurePolicy  admissionregistrationv1.FailurePolicyType
-	// Bindings in bundle order.
+	// ReinvocationPolicy of a mutating group's policies: a webhook has one.
+	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType
+	// Bindings of a validating group, in bundle order.
 	Bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// MutatingBindings of a mutating group, in bundle order.
+	MutatingBindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// Rules cover every request any binding of the group can match.
 	Rules []admissionregistrationv1.RuleWithOperations
 }
 
-// Path is the group's route.
-func (g *Group) Path() string {
-	if g.ID == "" {
-		return ValidatePathPrefix
-	}
-	return ValidatePathPrefix + "/" + g.ID
-}
+// Route is the group's route.
+func (g *Group) Route() Route { return Route{Type: g.Type, Group: g.ID} }
+
+// Path is the group's URL path.
+func (g *Group) Path() string { return g.Route().Path() }
 
 type groupKey struct {
-	NamespaceSelector *metav1.LabelSelector                     `json:"namespaceSelector"`
-	ObjectSelector    *metav1.LabelSelector                     `json:"objectSelector"`
-	FailurePolicy     admissionregistrationv1.FailurePolicyType `json:"failurePolicy"`
+	NamespaceSelector  *metav1.LabelSelector                          `json:"namespaceSelector"`
+	ObjectSelector     *metav1.LabelSelector                          `json:"objectSelector"`
+	FailurePolicy      admissionregistrationv1.FailurePolicyType      `json:"failurePolicy"`
+	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType `json:"reinvocationPolicy,omitempty"`
 }
 
-// Groups partitions the bundle's bindings. The default group, if any, comes
-// first; the others are ordered by ID.
-func (b *Bundle) Groups() []*Group {
-	byID := map[string]*Group{}
-	for _, binding := range b.Bindings {
-		p := b.Policy(binding.Spec.PolicyName)
-		if p == nil {
-			continue
-		}
-		key := groupKey{
-			NamespaceSelector: MergeSelectors(p.Spec.MatchConstraints.NamespaceSelector, bindingSelector(binding, true)),
-			ObjectSelector:    MergeSelectors(p.Spec.MatchConstraints.ObjectSelector, bindingSelector(binding, false)),
-			FailurePolicy:     *p.Spec.FailurePolicy,
-		}
-		id := key.id()
-		g, ok := byID[id]
-		if !ok {
-			g = &Group{ID: id, NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy}
-			byID[id] = g
-		}
-		g.Bindings = append(g.Bindings, binding)
-		rules := p.Spec.MatchConstraints.ResourceRules
-		if mr := binding.Spec.MatchResources; mr != nil && len(mr.ResourceRules) > 0 {
-			// A binding only narrows its policy; either rule set covers the
-			// intersection, and the binding's is usually tighter.
-			rules = mr.ResourceRules
-		}
-		for _, r := range rules {
-			g.Rules = appendRule(g.Rules, admissionregistrationv1.RuleWithOperations(r.RuleWithOperations))
-		}
+// grouper accumulates bindings into groups of one type.
+type grouper struct {
+	typ  Type
+	byID map[string]*Group
+}
+
+func (gr *grouper) add(key groupKey, policyRules []admissionregistrationv1.NamedRuleWithOperations, binding *admissionregistrationv1.MatchResources) *Group {
+	id := key.id()
+	g, ok := gr.byID[id]
+	if !ok {
+		g = &Group{Type: gr.typ, ID: id, NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy, ReinvocationPolicy: key.ReinvocationPolicy}
+		gr.byID[id] = g
 	}
-	groups := make([]*Group, 0, len(byID))
-	for _, g := range byID {
+	rules := policyRules
+	if binding != nil && len(binding.ResourceRules) > 0 {
+		// A binding only narrows its policy; either rule set covers the
+		// intersection, and the binding's is usually tighter.
+		rules = binding.ResourceRules
+	}
+	for _, r := range rules {
+		g.Rules = appendRule(g.Rules, admissionregistrationv1.RuleWithOperations(r.RuleWithOperations))
+	}
+	return g
+}
+
+// groups returns the groups, the default one (ID "") first, the others
+// ordered by ID.
+func (gr *grouper) groups() []*Group {
+	groups := make([]*Group, 0, len(gr.byID))
+	for _, g := range gr.byID {
 		groups = append(groups, g)
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
 	return groups
 }
 
-func bindingSelector(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, namespace bool) *metav1.LabelSelector {
-	if b.Spec.MatchResources == nil {
+// Groups partitions the bundle's ValidatingAdmissionPolicyBindings. The
+// default group, if any, comes first; the others are ordered by ID.
+func (b *Bundle) Groups() []*Group {
+	gr := &grouper{typ: Validating, byID: map[string]*Group{}}
+	for _, binding := range b.Bindings {
+		p := b.Policy(binding.Spec.PolicyName)
+		if p == nil {
+			continue
+		}
+		key := groupKey{
+			NamespaceSelector: MergeSelectors(p.Spec.MatchConstraints.NamespaceSelector, bindingSelector(binding.Spec.MatchResources, true)),
+			ObjectSelector:    MergeSelectors(p.Spec.MatchConstraints.ObjectSelector, bindingSelector(binding.Spec.MatchResources, false)),
+			FailurePolicy:     *p.Spec.FailurePolicy,
+		}
+		g := gr.add(key, p.Spec.MatchConstraints.ResourceRules, binding.Spec.MatchResources)
+		g.Bindings = append(g.Bindings, binding)
+	}
+	return gr.groups()
+}
+
+// MutatingGroups partitions the bundle's MutatingAdmissionPolicyBindings the
+// same way, also by the policy's reinvocationPolicy, which a mutating
+// webhook carries once.
+func (b *Bundle) MutatingGroups() []*Group {
+	gr := &grouper{typ: Mutating, byID: map[string]*Group{}}
+	for _, binding := range b.MutatingBindings {
+		p := b.MutatingPolicy(binding.Spec.PolicyName)
+		if p == nil {
+			continue
+		}
+		key := groupKey{
+			NamespaceSelector:  MergeSelectors(p.Spec.MatchConstraints.NamespaceSelector, bindingSelector(binding.Spec.MatchResources, true)),
+			ObjectSelector:     MergeSelectors(p.Spec.MatchConstraints.ObjectSelector, bindingSelector(binding.Spec.MatchResources, false)),
+			FailurePolicy:      *p.Spec.FailurePolicy,
+			ReinvocationPolicy: p.Spec.ReinvocationPolicy,
+		}
+		g := gr.add(key, p.Spec.MatchConstraints.ResourceRules, binding.Spec.MatchResources)
+		g.MutatingBindings = append(g.MutatingBindings, binding)
+	}
+	return gr.groups()
+}
+
+func bindingSelector(m *admissionregistrationv1.MatchResources, namespace bool) *metav1.LabelSelector {
+	if m == nil {
 		return nil
 	}
 	if namespace {
-		return b.Spec.MatchResources.NamespaceSelector
+		return m.NamespaceSelector
 	}
-	return b.Spec.MatchResources.ObjectSelector
+	return m.ObjectSelector
 }
 
 func (k groupKey) id() string {
-	if isEmpty(k.NamespaceSelector) && isEmpty(k.ObjectSelector) && k.FailurePolicy == admissionregistrationv1.Fail {
+	if isEmpty(k.NamespaceSelector) && isEmpty(k.ObjectSelector) && k.FailurePolicy == admissionregistrationv1.Fail &&
+		(k.ReinvocationPolicy == "" || k.ReinvocationPolicy == admissionregistrationv1.NeverReinvocationPolicy) {
 		return ""
 	}
 	data, _ := json.Marshal(k) // plain structs and sorted maps: cannot fail, and deterministic

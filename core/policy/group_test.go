@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -126,5 +129,69 @@ spec:
 	// The binding's own rules narrow the policy's.
 	if r := groups[2].Rules[1]; !reflect.DeepEqual(r.Resources, []string{"deployments"}) {
 		t.Errorf("scoped group rules = %+v", groups[2].Rules)
+	}
+}
+
+func TestMutatingGroupsSplitByReinvocationPolicy(t *testing.T) {
+	doc := func(name, reinvocation, failure string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  failurePolicy: ` + failure + `
+  reinvocationPolicy: ` + reinvocation + `
+  mutations: [{patchType: JSONPatch, jsonPatch: {expression: "[]"}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec: {policyName: ` + name + `}
+---
+`
+	}
+	b, err := Parse([]Source{{Name: "m.yaml", Data: []byte(doc("a", "Never", "Fail") + doc("b", "IfNeeded", "Fail") + doc("c", "Never", "Fail") + doc("d", "Never", "Ignore"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Groups()) != 0 {
+		t.Errorf("validating groups from mutating bindings: %d", len(b.Groups()))
+	}
+	var got []string
+	for _, g := range b.MutatingGroups() {
+		var names []string
+		for _, mb := range g.MutatingBindings {
+			names = append(names, mb.Name)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %v", strings.SplitN(g.Path(), "/", 3)[1], g.FailurePolicy, g.ReinvocationPolicy, names))
+		if g.Type != Mutating {
+			t.Errorf("group %s has type %v", g.Path(), g.Type)
+		}
+	}
+	sort.Strings(got)
+	want := []string{"mutate Fail IfNeeded [b]", "mutate Fail Never [a c]", "mutate Ignore Never [d]"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("groups:\n got %q\nwant %q", got, want)
+	}
+	if b.MutatingGroups()[0].Path() != "/mutate" {
+		t.Errorf("first group %s, want the default /mutate", b.MutatingGroups()[0].Path())
+	}
+}
+
+func TestParseRoute(t *testing.T) {
+	for path, want := range map[string]Route{
+		"/validate": {Type: Validating}, "/validate/ab12": {Type: Validating, Group: "ab12"},
+		"/mutate": {Type: Mutating}, "/mutate/ab12": {Type: Mutating, Group: "ab12"},
+	} {
+		got, ok := ParseRoute(path)
+		if !ok || got != want || got.Path() != path {
+			t.Errorf("ParseRoute(%q) = %+v, %v", path, got, ok)
+		}
+	}
+	for _, bad := range []string{"/", "/validate/", "/mutate/a/b", "/mutatex", "/mutating", "mutate", "/validate/a/b"} {
+		if r, ok := ParseRoute(bad); ok {
+			t.Errorf("ParseRoute(%q) = %+v, want no route", bad, r)
+		}
 	}
 }

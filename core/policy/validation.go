@@ -27,8 +27,12 @@ var (
 	supportedReasons  = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge))
 	supportedActions  = sets.New(string(admissionregistrationv1.Deny), string(admissionregistrationv1.Warn), string(admissionregistrationv1.Audit))
 	supportedNotFound = sets.New(string(admissionregistrationv1.DenyAction), string(admissionregistrationv1.AllowAction))
-	celIdent          = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
-	celReserved       = sets.New("true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while")
+	// MutatingAdmissionPolicy: DELETE has no object to mutate.
+	supportedMutatingOperations = sets.New("*", string(admissionregistrationv1.Create), string(admissionregistrationv1.Update), string(admissionregistrationv1.Connect))
+	supportedPatchTypes         = sets.New(string(admissionregistrationv1.PatchTypeApplyConfiguration), string(admissionregistrationv1.PatchTypeJSONPatch))
+	supportedReinvocation       = sets.New(string(admissionregistrationv1.NeverReinvocationPolicy), string(admissionregistrationv1.IfNeededReinvocationPolicy))
+	celIdent                    = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+	celReserved                 = sets.New("true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while")
 )
 
 const maxAuditAnnotations = 20
@@ -47,6 +51,20 @@ func (b *Bundle) validate() Errors {
 		}
 		for _, e := range fe {
 			errs = append(errs, fmt.Errorf("%s: binding %s: %s", b.Origin("ValidatingAdmissionPolicyBinding", pb.Name).File, pb.Name, e.Error()))
+		}
+	}
+	for _, p := range b.MutatingPolicies {
+		for _, e := range validateMutatingPolicy(p) {
+			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("MutatingAdmissionPolicy", p.Name).File, p.Name, e.Error()))
+		}
+	}
+	for _, pb := range b.MutatingBindings {
+		fe := validateMutatingBinding(pb)
+		if pb.Spec.PolicyName != "" && b.MutatingPolicy(pb.Spec.PolicyName) == nil {
+			fe = append(fe, field.NotFound(field.NewPath("spec", "policyName"), pb.Spec.PolicyName))
+		}
+		for _, e := range fe {
+			errs = append(errs, fmt.Errorf("%s: binding %s: %s", b.Origin("MutatingAdmissionPolicyBinding", pb.Name).File, pb.Name, e.Error()))
 		}
 	}
 	return errs
@@ -81,43 +99,8 @@ func validatePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) field.
 			errs = append(errs, field.Required(spec.Child("matchConstraints", "resourceRules"), ""))
 		}
 	}
-	names := sets.New[string]()
-	for i, mc := range s.MatchConditions {
-		fld := spec.Child("matchConditions").Index(i)
-		if mc.Name == "" {
-			errs = append(errs, field.Required(fld.Child("name"), ""))
-		} else {
-			for _, msg := range utilvalidation.IsQualifiedName(mc.Name) {
-				errs = append(errs, field.Invalid(fld.Child("name"), mc.Name, msg))
-			}
-			if names.Has(mc.Name) {
-				errs = append(errs, field.Duplicate(fld.Child("name"), mc.Name))
-			}
-			names.Insert(mc.Name)
-		}
-		if strings.TrimSpace(mc.Expression) == "" {
-			errs = append(errs, field.Required(fld.Child("expression"), ""))
-		}
-	}
-	if len(s.MatchConditions) > 64 {
-		errs = append(errs, field.TooMany(spec.Child("matchConditions"), len(s.MatchConditions), 64))
-	}
-	vars := sets.New[string]()
-	for i, v := range s.Variables {
-		fld := spec.Child("variables").Index(i)
-		switch {
-		case v.Name == "":
-			errs = append(errs, field.Required(fld.Child("name"), "name is not specified"))
-		case !celIdent.MatchString(v.Name) || celReserved.Has(v.Name):
-			errs = append(errs, field.Invalid(fld.Child("name"), v.Name, "name is not a valid CEL identifier"))
-		case vars.Has(v.Name):
-			errs = append(errs, field.Duplicate(fld.Child("name"), v.Name))
-		}
-		vars.Insert(v.Name)
-		if strings.TrimSpace(v.Expression) == "" {
-			errs = append(errs, field.Required(fld.Child("expression"), "expression is not specified"))
-		}
-	}
+	errs = append(errs, validateMatchConditions(s.MatchConditions, spec.Child("matchConditions"))...)
+	errs = append(errs, validateVariables(s.Variables, spec.Child("variables"))...)
 	if len(s.Validations) == 0 && len(s.AuditAnnotations) == 0 {
 		errs = append(errs, field.Required(spec.Child("validations"), "validations or auditAnnotations must contain at least one item"))
 	}
@@ -162,6 +145,53 @@ func validatePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) field.
 			errs = append(errs, field.Required(fld.Child("valueExpression"), "valueExpression is not specified"))
 		} else if len(a.ValueExpression) > 5*1024 {
 			errs = append(errs, field.TooLong(fld.Child("valueExpression"), "", 5*1024))
+		}
+	}
+	return errs
+}
+
+func validateMatchConditions(conditions []admissionregistrationv1.MatchCondition, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, mc := range conditions {
+		fld := fld.Index(i)
+		if mc.Name == "" {
+			errs = append(errs, field.Required(fld.Child("name"), ""))
+		} else {
+			for _, msg := range utilvalidation.IsQualifiedName(mc.Name) {
+				errs = append(errs, field.Invalid(fld.Child("name"), mc.Name, msg))
+			}
+			if names.Has(mc.Name) {
+				errs = append(errs, field.Duplicate(fld.Child("name"), mc.Name))
+			}
+			names.Insert(mc.Name)
+		}
+		if strings.TrimSpace(mc.Expression) == "" {
+			errs = append(errs, field.Required(fld.Child("expression"), ""))
+		}
+	}
+	if len(conditions) > 64 {
+		errs = append(errs, field.TooMany(fld, len(conditions), 64))
+	}
+	return errs
+}
+
+func validateVariables(variables []admissionregistrationv1.Variable, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	vars := sets.New[string]()
+	for i, v := range variables {
+		fld := fld.Index(i)
+		switch {
+		case v.Name == "":
+			errs = append(errs, field.Required(fld.Child("name"), "name is not specified"))
+		case !celIdent.MatchString(v.Name) || celReserved.Has(v.Name):
+			errs = append(errs, field.Invalid(fld.Child("name"), v.Name, "name is not a valid CEL identifier"))
+		case vars.Has(v.Name):
+			errs = append(errs, field.Duplicate(fld.Child("name"), v.Name))
+		}
+		vars.Insert(v.Name)
+		if strings.TrimSpace(v.Expression) == "" {
+			errs = append(errs, field.Required(fld.Child("expression"), "expression is not specified"))
 		}
 	}
 	return errs
@@ -263,22 +293,121 @@ func validateBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	if actions.Has(admissionregistrationv1.Deny) && actions.Has(admissionregistrationv1.Warn) {
 		errs = append(errs, field.Invalid(spec.Child("validationActions"), b.Spec.ValidationActions, "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"))
 	}
-	if pr := b.Spec.ParamRef; pr != nil {
-		fld := spec.Child("paramRef")
-		if pr.Name != "" && pr.Selector != nil {
-			errs = append(errs, field.Forbidden(fld.Child("name"), "name and selector are mutually exclusive"))
+	errs = append(errs, validateParamRef(b.Spec.ParamRef, spec.Child("paramRef"))...)
+	return errs
+}
+
+func validateParamRef(pr *admissionregistrationv1.ParamRef, fld *field.Path) field.ErrorList {
+	if pr == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if pr.Name != "" && pr.Selector != nil {
+		errs = append(errs, field.Forbidden(fld.Child("name"), "name and selector are mutually exclusive"))
+	}
+	if pr.Name == "" && pr.Selector == nil {
+		errs = append(errs, field.Required(fld, "one of name or selector must be specified"))
+	}
+	if pr.Selector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(pr.Selector, metav1validation.LabelSelectorValidationOptions{}, fld.Child("selector"))...)
+	}
+	if pr.ParameterNotFoundAction == nil || *pr.ParameterNotFoundAction == "" {
+		errs = append(errs, field.Required(fld.Child("parameterNotFoundAction"), ""))
+	} else if !supportedNotFound.Has(string(*pr.ParameterNotFoundAction)) {
+		errs = append(errs, field.NotSupported(fld.Child("parameterNotFoundAction"), *pr.ParameterNotFoundAction, sets.List(supportedNotFound)))
+	}
+	return errs
+}
+
+// validateMutatingPolicy is kube-apiserver's create validation of a
+// MutatingAdmissionPolicy, CEL compilation aside.
+func validateMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) field.ErrorList {
+	errs := validateName(p.Name, field.NewPath("metadata", "name"))
+	spec := field.NewPath("spec")
+	s := &p.Spec
+	if s.FailurePolicy != nil && !supportedFailurePolicies.Has(string(*s.FailurePolicy)) {
+		errs = append(errs, field.NotSupported(spec.Child("failurePolicy"), *s.FailurePolicy, sets.List(supportedFailurePolicies)))
+	}
+	if s.ParamKind != nil {
+		errs = append(errs, validateParamKind(s.ParamKind, spec.Child("paramKind"))...)
+	}
+	if s.MatchConstraints == nil {
+		errs = append(errs, field.Required(spec.Child("matchConstraints"), ""))
+	} else {
+		errs = append(errs, validateMatchResources(s.MatchConstraints, spec.Child("matchConstraints"))...)
+		if len(s.MatchConstraints.ResourceRules) == 0 {
+			errs = append(errs, field.Required(spec.Child("matchConstraints", "resourceRules"), ""))
 		}
-		if pr.Name == "" && pr.Selector == nil {
-			errs = append(errs, field.Required(fld, "one of name or selector must be specified"))
+		errs = append(errs, validateMutatingOperations(s.MatchConstraints.ResourceRules, spec.Child("matchConstraints", "resourceRules", "operations"))...)
+	}
+	errs = append(errs, validateMatchConditions(s.MatchConditions, spec.Child("matchConditions"))...)
+	errs = append(errs, validateVariables(s.Variables, spec.Child("variables"))...)
+	if len(s.Mutations) == 0 {
+		errs = append(errs, field.Required(spec.Child("mutations"), "mutations must contain at least one item"))
+	}
+	for i, m := range s.Mutations {
+		fld := spec.Child("mutations").Index(i)
+		switch m.PatchType {
+		case "":
+			errs = append(errs, field.Required(fld.Child("patchType"), ""))
+		case admissionregistrationv1.PatchTypeJSONPatch:
+			if m.JSONPatch == nil {
+				errs = append(errs, field.Required(fld.Child("jsonPatch"), "must be specified when patchType is JSONPatch"))
+			} else if strings.TrimSpace(m.JSONPatch.Expression) == "" {
+				errs = append(errs, field.Required(fld.Child("jsonPatch", "expression"), ""))
+			}
+			if m.ApplyConfiguration != nil {
+				errs = append(errs, field.Invalid(fld.Child("applyConfiguration"), "{applyConfiguration}", "must not be specified when patchType is JSONPatch"))
+			}
+		case admissionregistrationv1.PatchTypeApplyConfiguration:
+			if m.ApplyConfiguration == nil {
+				errs = append(errs, field.Required(fld.Child("applyConfiguration"), "must be specified when patchType is ApplyConfiguration"))
+			} else if strings.TrimSpace(m.ApplyConfiguration.Expression) == "" {
+				errs = append(errs, field.Required(fld.Child("applyConfiguration", "expression"), ""))
+			}
+			if m.JSONPatch != nil {
+				errs = append(errs, field.Invalid(fld.Child("jsonPatch"), "{jsonPatch}", "must not be specified when patchType is ApplyConfiguration"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(fld.Child("patchType"), m.PatchType, sets.List(supportedPatchTypes)))
 		}
-		if pr.Selector != nil {
-			errs = append(errs, metav1validation.ValidateLabelSelector(pr.Selector, metav1validation.LabelSelectorValidationOptions{}, fld.Child("selector"))...)
+	}
+	switch {
+	case s.ReinvocationPolicy == "":
+		errs = append(errs, field.Required(spec.Child("reinvocationPolicy"), ""))
+	case !supportedReinvocation.Has(string(s.ReinvocationPolicy)):
+		errs = append(errs, field.NotSupported(spec.Child("reinvocationPolicy"), s.ReinvocationPolicy, sets.List(supportedReinvocation)))
+	}
+	return errs
+}
+
+// validateMutatingOperations: kube-apiserver never mutates a DELETE.
+func validateMutatingOperations(rules []admissionregistrationv1.NamedRuleWithOperations, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range rules {
+		for _, op := range r.Operations {
+			if !supportedMutatingOperations.Has(string(op)) {
+				errs = append(errs, field.NotSupported(fld, op, sets.List(supportedMutatingOperations)))
+			}
 		}
-		if pr.ParameterNotFoundAction == nil || *pr.ParameterNotFoundAction == "" {
-			errs = append(errs, field.Required(fld.Child("parameterNotFoundAction"), ""))
-		} else if !supportedNotFound.Has(string(*pr.ParameterNotFoundAction)) {
-			errs = append(errs, field.NotSupported(fld.Child("parameterNotFoundAction"), *pr.ParameterNotFoundAction, sets.List(supportedNotFound)))
+	}
+	return errs
+}
+
+func validateMutatingBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) field.ErrorList {
+	errs := validateName(b.Name, field.NewPath("metadata", "name"))
+	spec := field.NewPath("spec")
+	if b.Spec.PolicyName == "" {
+		errs = append(errs, field.Required(spec.Child("policyName"), ""))
+	} else {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(b.Spec.PolicyName) {
+			errs = append(errs, field.Invalid(spec.Child("policyName"), b.Spec.PolicyName, msg))
 		}
+	}
+	errs = append(errs, validateParamRef(b.Spec.ParamRef, spec.Child("paramRef"))...)
+	if mr := b.Spec.MatchResources; mr != nil {
+		errs = append(errs, validateMatchResources(mr, spec.Child("matchResources"))...)
+		errs = append(errs, validateMutatingOperations(mr.ResourceRules, spec.Child("matchResources", "resourceRules", "operations"))...)
 	}
 	return errs
 }

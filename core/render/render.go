@@ -1,6 +1,6 @@
-// Package render builds the ValidatingWebhookConfiguration that makes
-// kube-apiserver call admitfn for a bundle: one webhook per policy group,
-// each on its group's route.
+// Package render builds the ValidatingWebhookConfiguration and
+// MutatingWebhookConfiguration that make kube-apiserver call admitfn for a
+// bundle: one webhook per policy group, each on its group's route.
 package render
 
 import (
@@ -21,7 +21,7 @@ const DefaultTimeoutSeconds = 10
 
 // Options configures the rendered configuration.
 type Options struct {
-	// Name of the ValidatingWebhookConfiguration; "admitfn" when empty.
+	// Name of the configurations; "admitfn" when empty.
 	Name string
 	// URL is the function's base URL: https://host[:port][/prefix].
 	URL string
@@ -39,30 +39,41 @@ type Options struct {
 
 // webhookDomain suffixes every webhook name; kube-apiserver requires names
 // with at least three DNS labels.
-const webhookDomain = "validate.admitfn.io"
+const webhookDomain = "admitfn.io"
 
-// Validating renders the configuration for groups.
-func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+// webhook holds what validating and mutating webhooks share.
+type webhook struct {
+	name    string
+	client  admissionregistrationv1.WebhookClientConfig
+	nsSel   *metav1.LabelSelector
+	fp      admissionregistrationv1.FailurePolicyType
+	timeout int32
+	group   *policy.Group
+}
+
+// webhooks renders the shared part of each group of type t.
+func webhooks(groups []*policy.Group, t policy.Type, opts Options) (metav1.ObjectMeta, []webhook, error) {
 	base, err := baseURL(opts.URL)
 	if err != nil {
-		return nil, err
+		return metav1.ObjectMeta{}, nil, err
 	}
 	timeout := opts.TimeoutSeconds
 	if timeout == 0 {
 		timeout = DefaultTimeoutSeconds
 	}
 	if timeout < 1 || timeout > 30 {
-		return nil, fmt.Errorf("timeout %ds out of range: kube-apiserver accepts 1 to 30 seconds", timeout)
+		return metav1.ObjectMeta{}, nil, fmt.Errorf("timeout %ds out of range: kube-apiserver accepts 1 to 30 seconds", timeout)
 	}
 	name := opts.Name
 	if name == "" {
 		name = "admitfn"
 	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "admitfn"}},
-	}
+	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "admitfn"}}
+	var out []webhook
 	for _, g := range groups {
+		if g.Type != t {
+			continue
+		}
 		webhookURL := base + g.Path()
 		nsSel := g.NamespaceSelector
 		if !opts.IncludeKubeSystem {
@@ -70,32 +81,87 @@ func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.
 				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"},
 			}}})
 		}
-		fp := g.FailurePolicy
+		name := strings.TrimPrefix(g.Path(), "/") // "validate", "mutate/<id>"
+		if prefix, id, ok := strings.Cut(name, "/"); ok {
+			name = id + "." + prefix
+		}
+		out = append(out, webhook{
+			name:    name + "." + webhookDomain,
+			client:  admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: opts.CABundle},
+			nsSel:   nsSel,
+			fp:      g.FailurePolicy,
+			timeout: timeout,
+			group:   g,
+		})
+	}
+	return meta, out, nil
+}
+
+// Validating renders the ValidatingWebhookConfiguration for the validating
+// groups among groups.
+func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	meta, hooks, err := webhooks(groups, policy.Validating, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: meta,
+	}
+	for _, h := range hooks {
 		mp := admissionregistrationv1.Equivalent
 		se := admissionregistrationv1.SideEffectClassNone
-		t := timeout
-		wh := admissionregistrationv1.ValidatingWebhook{
-			Name:                    webhookName(g),
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: opts.CABundle},
-			Rules:                   g.Rules,
-			FailurePolicy:           &fp,
+		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
+			Name:                    h.name,
+			ClientConfig:            h.client,
+			Rules:                   h.group.Rules,
+			FailurePolicy:           &h.fp,
 			MatchPolicy:             &mp,
-			NamespaceSelector:       nsSel,
-			ObjectSelector:          g.ObjectSelector,
+			NamespaceSelector:       h.nsSel,
+			ObjectSelector:          h.group.ObjectSelector,
 			SideEffects:             &se,
-			TimeoutSeconds:          &t,
+			TimeoutSeconds:          &h.timeout,
 			AdmissionReviewVersions: []string{"v1", "v1beta1"},
-		}
-		cfg.Webhooks = append(cfg.Webhooks, wh)
+		})
 	}
 	return cfg, nil
 }
 
-func webhookName(g *policy.Group) string {
-	if g.ID == "" {
-		return webhookDomain
+// Mutating renders the MutatingWebhookConfiguration for the mutating groups
+// among groups. Each webhook carries its group's reinvocationPolicy: with
+// IfNeeded, kube-apiserver calls it again when later mutations changed the
+// object, as it reinvokes such policies in-cluster.
+func Mutating(groups []*policy.Group, opts Options) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	meta, hooks, err := webhooks(groups, policy.Mutating, opts)
+	if err != nil {
+		return nil, err
 	}
-	return g.ID + "." + webhookDomain
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: meta,
+	}
+	for _, h := range hooks {
+		mp := admissionregistrationv1.Equivalent
+		se := admissionregistrationv1.SideEffectClassNone
+		rp := h.group.ReinvocationPolicy
+		if rp == "" {
+			rp = admissionregistrationv1.NeverReinvocationPolicy
+		}
+		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
+			Name:                    h.name,
+			ClientConfig:            h.client,
+			Rules:                   h.group.Rules,
+			FailurePolicy:           &h.fp,
+			MatchPolicy:             &mp,
+			NamespaceSelector:       h.nsSel,
+			ObjectSelector:          h.group.ObjectSelector,
+			SideEffects:             &se,
+			TimeoutSeconds:          &h.timeout,
+			AdmissionReviewVersions: []string{"v1", "v1beta1"},
+			ReinvocationPolicy:      &rp,
+		})
+	}
+	return cfg, nil
 }
 
 // baseURL checks u the way kube-apiserver validates clientConfig.url and

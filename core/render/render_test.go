@@ -84,3 +84,44 @@ func TestValidatingRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestMutating(t *testing.T) {
+	rule := admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	}
+	all := append(groups(), // validating groups are left to Validating
+		&policy.Group{Type: policy.Mutating, NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}, FailurePolicy: admissionregistrationv1.Fail,
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy, Rules: []admissionregistrationv1.RuleWithOperations{rule}},
+		&policy.Group{Type: policy.Mutating, ID: "f00d", NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"inject": "yes"}},
+			FailurePolicy: admissionregistrationv1.Ignore, ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy, Rules: []admissionregistrationv1.RuleWithOperations{rule}},
+	)
+	cfg, err := Mutating(all, Options{URL: "https://fn.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hook struct {
+		name, url string
+		fp        admissionregistrationv1.FailurePolicyType
+		rp        admissionregistrationv1.ReinvocationPolicyType
+		obj       map[string]string
+	}
+	var got []hook
+	for _, w := range cfg.Webhooks {
+		got = append(got, hook{w.Name, *w.ClientConfig.URL, *w.FailurePolicy, *w.ReinvocationPolicy, w.ObjectSelector.MatchLabels})
+		if *w.SideEffects != admissionregistrationv1.SideEffectClassNone || *w.MatchPolicy != admissionregistrationv1.Equivalent || len(w.Rules) != 1 ||
+			len(w.NamespaceSelector.MatchExpressions) != 1 || w.NamespaceSelector.MatchExpressions[0].Values[0] != "kube-system" {
+			t.Errorf("webhook %s: %+v", w.Name, w)
+		}
+	}
+	want := []hook{
+		{"mutate.admitfn.io", "https://fn.example.com/mutate", "Fail", "Never", nil},
+		{"f00d.mutate.admitfn.io", "https://fn.example.com/mutate/f00d", "Ignore", "IfNeeded", map[string]string{"inject": "yes"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("webhooks:\n got %+v\nwant %+v", got, want)
+	}
+	if cfg.Kind != "MutatingWebhookConfiguration" || cfg.Name != "admitfn" {
+		t.Errorf("object meta: %+v %+v", cfg.TypeMeta, cfg.ObjectMeta)
+	}
+}

@@ -110,3 +110,6 @@ type ExpressionError struct {
 func (e *ExpressionError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 func (e *ExpressionError) Unwrap() error { return e.Err }
+
+// EnvSet is the compiler's CEL environment, shared with the mutate package.
+func (c *Compiler) EnvSet() *environment.EnvSet { return c.env }

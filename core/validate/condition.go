@@ -197,3 +197,26 @@ func outOfBudget() error {
 		Cause:  apiservercel.ErrOutOfBudget,
 	}
 }
+
+// NewConditionEvaluator evaluates results (compiled by compiler, whose
+// stored variables they may use) with admitfn's activation: the review's
+// `request` shared, no `authorizer`. Nil accessors keep indexes aligned.
+func NewConditionEvaluator(compiler *plugincel.CompositedCompiler, results []plugincel.CompilationResult) plugincel.ConditionEvaluator {
+	return &condition{compiler: compiler, results: results}
+}
+
+// NewMutatingEvaluator is NewConditionEvaluator for one mutation expression
+// (an ApplyConfiguration or a JSONPatch), as upstream's patchers call it.
+func NewMutatingEvaluator(compiler *plugincel.CompositedCompiler, result plugincel.CompilationResult) plugincel.MutatingEvaluator {
+	return mutatingEvaluator{&condition{compiler: compiler, results: []plugincel.CompilationResult{result}}}
+}
+
+type mutatingEvaluator struct{ *condition }
+
+func (m mutatingEvaluator) ForInput(ctx context.Context, versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, runtimeCELCostBudget int64) (plugincel.EvaluationResult, int64, error) {
+	evaluations, remaining, err := m.condition.ForInput(ctx, versionedAttr, request, inputs, namespace, runtimeCELCostBudget)
+	if err != nil {
+		return plugincel.EvaluationResult{}, -1, err
+	}
+	return evaluations[0], remaining, nil
+}

@@ -98,6 +98,10 @@ func sortObjects(objs []runtime.Object) {
 // policy.Group) and removed before matching, so labels are never needed here.
 type nameOnlyNamespaces struct{}
 
+// NamespaceLister is the lister of namespaces known by name only, for
+// matchers outside this package.
+func NamespaceLister() listersv1.NamespaceLister { return nameOnlyNamespaces{} }
+
 var _ listersv1.NamespaceLister = nameOnlyNamespaces{}
 
 func (nameOnlyNamespaces) List(labels.Selector) ([]*corev1.Namespace, error) { return nil, nil }

@@ -1,0 +1,80 @@
+// Package mutate applies MutatingAdmissionPolicies with kube-apiserver's own
+// building blocks: its CEL compiler and environment, its patchers
+// (k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch: server-side
+// apply merges for ApplyConfiguration, JSON Patch for JSONPatch) and its MAP
+// dispatcher, which owns matching, params, failurePolicy, the order of
+// mutations and the errors users see. Expressions are evaluated with the
+// validate package's activation, so `request` is built once per review and
+// `authorizer` is never available, exactly as for validating policies.
+package mutate
+
+import (
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// Compile compiles every expression of p the way kube-apiserver validates a
+// new policy (environment.NewExpressions) and returns the evaluator
+// upstream's dispatcher runs. All errors are returned, each with its field
+// path; the evaluator is only usable when there are none.
+func Compile(env *environment.EnvSet, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
+	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+	patchVars := vars
+	patchVars.HasPatchTypes = true
+	const mode = environment.NewExpressions
+
+	compiler, err := plugincel.NewCompositedCompiler(env)
+	if err != nil {
+		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
+	}
+	var errs []*validate.ExpressionError
+	check := func(r plugincel.CompilationResult, fld *field.Path) plugincel.CompilationResult {
+		if r.Error != nil {
+			errs = append(errs, &validate.ExpressionError{Field: fld.String(), Err: r.Error})
+		}
+		return r
+	}
+	spec := field.NewPath("spec")
+
+	for i, v := range p.Spec.Variables {
+		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
+		check(r, spec.Child("variables").Index(i).Child("expression"))
+	}
+
+	var matcher matchconditions.Matcher
+	if n := len(p.Spec.MatchConditions); n > 0 {
+		results := make([]plugincel.CompilationResult, n)
+		for i := range p.Spec.MatchConditions {
+			accessor := (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
+			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
+		}
+		// "validate" is what upstream passes here too: it only labels metrics.
+		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(compiler, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+
+	patchers := make([]patch.Patcher, 0, len(p.Spec.Mutations))
+	for i, m := range p.Spec.Mutations {
+		fld := spec.Child("mutations").Index(i)
+		switch {
+		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
+			accessor := &patch.JSONPatchCondition{Expression: strings.TrimSpace(m.JSONPatch.Expression)}
+			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
+			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name, jsonPatch: true})
+		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
+			accessor := &patch.ApplyConfigurationCondition{Expression: strings.TrimSpace(m.ApplyConfiguration.Expression)}
+			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
+			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name})
+		}
+	}
+	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: compiler}, errs
+}

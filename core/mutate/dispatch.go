@@ -1,0 +1,138 @@
+package mutate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// Hook is one policy with the bindings that apply on a route, its compiled
+// evaluator and its params: upstream's generic.PolicyHook.
+type Hook = mutating.PolicyHook
+
+// NewHook assembles a hook. params may be nil when the policy has no
+// paramKind.
+func NewHook(p *admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding, e mutating.PolicyEvaluator, params *validate.ParamStore) Hook {
+	h := Hook{Policy: p, Bindings: bindings, Evaluator: e}
+	if params != nil {
+		h.ParamInformer = params
+		h.ParamScope = params.Scope()
+	}
+	return h
+}
+
+// Dispatcher applies hooks with upstream's MutatingAdmissionPolicy
+// dispatcher.
+type Dispatcher struct {
+	upstream generic.Dispatcher[Hook]
+	objects  admission.ObjectInterfaces
+}
+
+// NewDispatcher builds a dispatcher.
+func NewDispatcher() *Dispatcher {
+	m := matching.NewMatcher(validate.NamespaceLister(), nil)
+	return &Dispatcher{
+		// The dispatcher exposes its authorizer to CEL; admitfn's activation
+		// never resolves `authorizer`, so this one is never asked. It is
+		// there because upstream wraps whatever it is given.
+		upstream: mutating.NewDispatcher(noAuthorizer{}, m, newTypeConverters()),
+		// An empty scheme: objects arrive in the version the webhook asked
+		// for (no conversion) and are unstructured (no defaulting; the
+		// apiserver defaults the patched object itself).
+		objects: admission.NewObjectInterfacesFromScheme(runtime.NewScheme()),
+	}
+}
+
+// Result is the outcome of one review.
+type Result struct {
+	Allowed bool
+	// Status is set when the request is denied, as kube-apiserver's
+	// MutatingAdmissionPolicy plugin returns it.
+	Status *metav1.Status
+	// Object is the object after every mutation (attrs.GetObject()).
+	Object runtime.Object
+	// FailedPolicies names the policies with a mutation that failed,
+	// whatever their failurePolicy made of it, for logs.
+	FailedPolicies []string
+}
+
+// Dispatch applies hooks to attrs' object, in order, each policy seeing the
+// previous one's result. The final object replaces attrs' object.
+func (d *Dispatcher) Dispatch(ctx context.Context, attrs *validate.Attributes, hooks []Hook) (Result, error) {
+	tr := &trace{}
+	ctx = context.WithValue(ctx, traceKey{}, tr)
+	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
+	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.failed}
+	if err == nil {
+		return res, nil
+	}
+	var se *k8serrors.StatusError
+	if !errors.As(err, &se) {
+		return Result{}, fmt.Errorf("%w: %w", validate.ErrInternal, err)
+	}
+	st := se.ErrStatus
+	res.Status = &metav1.Status{Status: metav1.StatusFailure, Message: st.Message, Reason: st.Reason, Code: st.Code, Details: st.Details}
+	return res, nil
+}
+
+// checked wraps one of upstream's patchers. It records failures for the
+// review's log line, and checks a JSON Patch result against the kind's
+// schema: in-cluster the patched object is decoded strictly into its Go type
+// and an unknown field or a wrong type is an internal error that fails the
+// request whatever the failurePolicy; admitfn holds objects unstructured, so
+// it asks the type converter instead (custom resources always pass;
+// duplicate list keys, which a decode accepts, are allowed).
+type checked struct {
+	patch.Patcher
+	policy    string
+	jsonPatch bool
+}
+
+func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runtime.Object, error) {
+	obj, err := c.Patcher.Patch(ctx, r, budget)
+	if err == nil && c.jsonPatch && r.TypeConverter != nil {
+		if _, terr := r.TypeConverter.ObjectToTyped(obj, typed.AllowDuplicates); terr != nil {
+			err = k8serrors.NewInternalError(fmt.Errorf("JSON Patch result is not a valid %s: %w", r.VersionedAttributes.VersionedKind.Kind, terr))
+		}
+	}
+	if err != nil {
+		if tr, ok := ctx.Value(traceKey{}).(*trace); ok {
+			tr.add(c.policy)
+		}
+	}
+	return obj, err
+}
+
+type traceKey struct{}
+
+type trace struct{ failed []string }
+
+func (t *trace) add(policy string) {
+	for _, p := range t.failed {
+		if p == policy {
+			return
+		}
+	}
+	t.failed = append(t.failed, policy)
+}
+
+// noAuthorizer has no opinion and says why.
+type noAuthorizer struct{}
+
+func (noAuthorizer) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "", errors.New("admitfn has no access to the cluster's authorizer")
+}
