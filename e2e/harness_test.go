@@ -417,9 +417,17 @@ func (a *admitfn) stop() {
 	a.cmd.Wait()
 }
 
+// rendered is what `admitfn render -o json` prints: the validating
+// configuration and, for bundles with MutatingAdmissionPolicies, the mutating
+// one.
+type rendered struct {
+	validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+}
+
 // render runs `admitfn render` for bundleDir against url and returns the
-// configuration, named name.
-func (c *cluster) render(t *testing.T, bundleDir, url, name string, extra ...string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+// configurations, named name.
+func (c *cluster) render(t *testing.T, bundleDir, url, name string, extra ...string) rendered {
 	t.Helper()
 	args := append([]string{"render", "-policies", bundleDir, "-url", url, "-ca-bundle", filepath.Join(c.dir, "ca.crt"), "-name", name, "-o", "json"}, extra...)
 	out, err := exec.Command(c.cliBin, args...).Output()
@@ -430,11 +438,32 @@ func (c *cluster) render(t *testing.T, bundleDir, url, name string, extra ...str
 		}
 		t.Fatal(err)
 	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := json.Unmarshal(out, cfg); err != nil {
-		t.Fatal(err)
+	var list struct {
+		Kind  string
+		Items []json.RawMessage
 	}
-	return cfg
+	if err := json.Unmarshal(out, &list); err != nil || list.Kind != "List" {
+		t.Fatalf("admitfn render printed no List (%v): %s", err, out)
+	}
+	var r rendered
+	for _, item := range list.Items {
+		var tm metav1.TypeMeta
+		json.Unmarshal(item, &tm)
+		switch tm.Kind {
+		case "ValidatingWebhookConfiguration":
+			r.validating = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			err = json.Unmarshal(item, r.validating)
+		case "MutatingWebhookConfiguration":
+			r.mutating = &admissionregistrationv1.MutatingWebhookConfiguration{}
+			err = json.Unmarshal(item, r.mutating)
+		default:
+			t.Fatalf("admitfn render printed a %s", tm.Kind)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
 }
 
 // install creates cfg and removes it when the test ends.

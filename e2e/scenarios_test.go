@@ -320,7 +320,7 @@ spec:
   validations: [{expression: "true"}]
 ` + binding("hang-fail", "hang-fail.e2e.admitfn.io", "[Deny]", "  matchResources: {objectSelector: {matchLabels: {e2e: hang}}}\n") + binding("hang-ignore", "hang-ignore.e2e.admitfn.io", "[Deny]", "  matchResources: {objectSelector: {matchLabels: {e2e: hang}}}\n")})
 	cfg := kube.render(t, dir, "https://"+l.Addr().String(), name, "-timeout", "2")
-	kube.install(t, cfg)
+	kube.install(t, cfg.validating)
 	namespace(t, "e2e-hang", nil)
 	cs, w := kube.client(t)
 	ctx := context.Background()
@@ -348,7 +348,7 @@ func TestRouteUnknownToTheBundle(t *testing.T) {
 	old := writeBundle(t, map[string]string{"p.yaml": replicasPolicy + binding("scoped", "replicas.e2e.admitfn.io", "[Deny]", "  matchResources: {namespaceSelector: {matchLabels: {drift: \"yes\"}}}\n")})
 	a, _ := deployAdmitfn(t, map[string]string{"p.yaml": replicasPolicy + binding("everywhere", "replicas.e2e.admitfn.io", "[Deny]", "")})
 	name := k8sName(t) + "-old"
-	kube.install(t, kube.render(t, old, "https://"+a.addr, name))
+	kube.install(t, kube.render(t, old, "https://"+a.addr, name).validating)
 	namespace(t, "e2e-drift", map[string]string{"drift": "yes"})
 	cs, w := kube.client(t)
 	var got outcome

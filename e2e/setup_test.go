@@ -101,20 +101,34 @@ func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
 	}
 }
 
-// startAdmitfn serves files plus a sentinel, installs the rendered
-// configuration (after edit, when given) and waits until it is in force.
+// startAdmitfn serves files plus a sentinel (two for a bundle with
+// MutatingAdmissionPolicies), installs the rendered configurations (the
+// validating one after edit, when given) and waits until they are in force.
 func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), renderArgs ...string) (*admitfn, string, func()) {
 	t.Helper()
 	files["zz-sentinel.yaml"] = sentinel(name)
+	mutating := false
+	for _, content := range files {
+		mutating = mutating || strings.Contains(content, "kind: MutatingAdmissionPolicy")
+	}
+	if mutating {
+		files["zz-sentinel-mutating.yaml"] = mutatingSentinel(name)
+	}
 	dir := writeBundle(t, files)
 	a := kube.serve(t, dir, "")
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
 	if edit != nil {
-		edit(cfg)
+		edit(cfg.validating)
 	}
 	cs, _ := kube.client(t)
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
+	ctx := context.Background()
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg.validating, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create webhook configuration: %v", err)
+	}
+	if cfg.mutating != nil {
+		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg.mutating, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create mutating webhook configuration: %v", err)
+		}
 	}
 	removed := false
 	uninstall := func() {
@@ -124,10 +138,60 @@ func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(
 		removed = true
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 		waitSentinel(t, cs, name, false)
+		if cfg.mutating != nil {
+			cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+			waitMutatingSentinel(t, cs, name, false)
+		}
 	}
 	t.Cleanup(uninstall) // also when setup fails below
 	waitSentinel(t, cs, name, true)
+	if cfg.mutating != nil {
+		waitMutatingSentinel(t, cs, name, true)
+	}
 	return a, dir, uninstall
+}
+
+// mutatingSentinel is a MutatingAdmissionPolicy added to bundles that have
+// mutating policies: it labels ServiceAccounts named "<name>-m", so a dry-run
+// create tells whether the mutating configuration is active.
+func mutatingSentinel(name string) string {
+	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s.msentinel.admitfn.io}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [serviceaccounts]}]
+  matchConditions: [{name: sentinel, expression: "object.metadata.name == '%[1]s-m'"}]
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration: {expression: 'Object{metadata: Object.metadata{labels: {"admitfn-sentinel": "mutated"}}}'}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s.msentinel.admitfn.io}
+spec: {policyName: %[1]s.msentinel.admitfn.io}
+`, name)
+}
+
+// waitMutatingSentinel waits until the mutating sentinel labels (active) or
+// no longer labels its ServiceAccount.
+func waitMutatingSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bool) {
+	t.Helper()
+	err := waitFor(30*time.Second, func() error {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name + "-m"}}
+		got, err := cs.CoreV1().ServiceAccounts("default").Create(context.Background(), sa, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if mutated := got.Labels["admitfn-sentinel"] == "mutated"; mutated != active {
+			return fmt.Errorf("mutating sentinel %s: mutated=%v, want %v", name, mutated, active)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // namespace creates a namespace with labels (namespaces are never deleted:

@@ -9,8 +9,6 @@
 package mutate
 
 import (
-	"strings"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -62,16 +60,18 @@ func Compile(env *environment.EnvSet, p *admissionregistrationv1.MutatingAdmissi
 		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(compiler, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 
+	// Expressions are compiled as written, untrimmed, as upstream's
+	// dispatcher compiles them: error messages quote them verbatim.
 	patchers := make([]patch.Patcher, 0, len(p.Spec.Mutations))
 	for i, m := range p.Spec.Mutations {
 		fld := spec.Child("mutations").Index(i)
 		switch {
 		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
-			accessor := &patch.JSONPatchCondition{Expression: strings.TrimSpace(m.JSONPatch.Expression)}
+			accessor := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
 			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name, jsonPatch: true})
 		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
-			accessor := &patch.ApplyConfigurationCondition{Expression: strings.TrimSpace(m.ApplyConfiguration.Expression)}
+			accessor := &patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
 			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name})
 		}
