@@ -186,7 +186,7 @@ func mutatingCases() []mutatingCase {
 		{name: "authorizer", bundle: mutating("authorizer", cmCreateUpdate+apply(`Object{data: {"may": string(authorizer.group("").resource("secrets").namespace(object.metadata.namespace).check("list").allowed())}}`), ""),
 			requests: []parityRequest{create(cm("a", nil))},
 			diverge:  "the function has no authorizer",
-			admitfn:  `policy 'authorizer.mparity.admitfn.io' with binding 'authorizer' denied request: expression 'Object{data: {"may": string(authorizer.group("").resource("secrets").namespace(object.metadata.namespace).check("list").allowed())}}\n' resulted in error: no such attribute(s): authorizer`},
+			admitfn:  `policy 'authorizer.mparity.admitfn.io' with binding 'authorizer' denied request: expression 'Object{data: {"may": string(authorizer.group("").resource("secrets").namespace(object.metadata.namespace).check("list").allowed())}}` + "\n" + `' resulted in error: no such attribute(s): authorizer`},
 	}
 }
 
