@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -207,65 +206,23 @@ func TestMutatingParity(t *testing.T) {
 			r.createIgnoringExisting(`{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "`+ns+`"}}`, ns)
 			sentinelName := fmt.Sprintf("mparity-sentinel-%02d", i)
 
-			var params, policies []*unstructured.Unstructured
-			for _, u := range r.decode(c.bundle+"\n---\n"+mutatingSentinel(sentinelName), ns) {
-				if u.GroupVersionKind().Group == "admissionregistration.k8s.io" {
-					policies = append(policies, u)
-				} else {
-					params = append(params, u)
-				}
-			}
-			for _, u := range append(append([]*unstructured.Unstructured{}, params...), policies...) {
-				ri, _ := r.resource(u)
-				if _, err := ri.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-					t.Fatalf("native: create %s %s: %v", u.GetKind(), u.GetName(), err)
-				}
-			}
-			removeNative := func() {
-				for _, objs := range [][]*unstructured.Unstructured{policies, params} {
-					for _, u := range objs {
-						ri, _ := r.resource(u)
-						if err := ri.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-							t.Fatalf("native: delete %s: %v", u.GetName(), err)
-						}
-					}
-					if len(objs) > 0 && objs[0].GroupVersionKind().Group == "admissionregistration.k8s.io" {
-						waitMutatingSentinel(t, cs, sentinelName, false)
-					}
-				}
-			}
-			t.Cleanup(removeNative)
-			waitMutatingSentinel(t, cs, sentinelName, true)
+			wait := func(active bool) { waitMutatingSentinel(t, cs, sentinelName, active) }
+			params, policies := r.applyNative(c.bundle, ns, mutatingSentinel(sentinelName), wait)
+			t.Cleanup(func() { r.removeNative(params, policies, wait) }) // if the case fails midway
 			if len(params) > 0 {
-				r.warmMutatingParams(c, ns)
+				r.warmParams(c.requests[0].object, ns, strings.Contains(c.name, "not-found"))
 			}
 			native := r.playMutating(c, ns, false)
-			removeNative()
+			r.removeNative(params, policies, wait)
 
 			files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
 			uninstall := installAdmitfn(t, files, sentinelName)
 			viaAdmitfn := r.playMutating(c, ns, true)
 			uninstall()
 
-			for j := range c.requests {
-				n, a := native[j], viaAdmitfn[j]
-				same := reflect.DeepEqual(n, a)
-				switch {
-				case c.diverge == "" && !same:
-					t.Errorf("request %d (%s) differs:\n native: %s\nadmitfn: %s", j, c.requests[j].verb, dumpJSON(n), dumpJSON(a))
-				case c.diverge != "" && same:
-					t.Errorf("request %d: expected divergence (%s) but both gave %s", j, c.diverge, dumpJSON(n))
-				case c.diverge != "" && a.Message != c.admitfn:
-					t.Errorf("request %d: divergence (%s): admitfn gave %s, want message %q (native: %s)", j, c.diverge, dumpJSON(a), c.admitfn, dumpJSON(n))
-				}
-			}
+			compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o mutatedOutcome) string { return o.Message })
 		})
 	}
-}
-
-func dumpJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 func (r *parityRunner) createIgnoringExisting(doc, ns string) {
@@ -275,28 +232,6 @@ func (r *parityRunner) createIgnoringExisting(doc, ns string) {
 	if _, err := ri.Create(context.Background(), u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.t.Fatal(err)
 	}
-}
-
-// warmMutatingParams waits until kube-apiserver's param informer has the
-// case's params (it starts when the policy appears), by dry-running the
-// first request until it no longer fails for want of params.
-func (r *parityRunner) warmMutatingParams(c mutatingCase, ns string) {
-	r.t.Helper()
-	u := r.decode(c.requests[0].object, ns)[0]
-	u.SetNamespace(ns)
-	ri, _ := r.resource(u)
-	waitFor(15e9, func() error {
-		_, err := ri.Create(context.Background(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		switch {
-		case err == nil:
-			return nil
-		case strings.Contains(err.Error(), "not yet synced"):
-			return err
-		case strings.Contains(err.Error(), "no params found") && !strings.Contains(c.name, "not-found"):
-			return err
-		}
-		return nil
-	})
 }
 
 // playMutating runs the requests and deletes what they created.

@@ -163,11 +163,11 @@ func (r *parityRunner) resource(u *unstructured.Unstructured) (dynamic.ResourceI
 }
 
 // applyNative creates the bundle's objects in the cluster — params first,
-// then policies and bindings, the sentinel last — and waits until
-// kube-apiserver enforces them.
-func (r *parityRunner) applyNative(c parityCase, ns, sentinelName string) (params, policies []*unstructured.Unstructured) {
+// then policies and bindings, the sentinel (sentinelDoc) last — and waits
+// until kube-apiserver enforces them (wait(true)).
+func (r *parityRunner) applyNative(bundle, ns, sentinelDoc string, wait func(active bool)) (params, policies []*unstructured.Unstructured) {
 	r.t.Helper()
-	for _, u := range r.decode(c.bundle+"\n---\n"+sentinel(sentinelName), ns) {
+	for _, u := range r.decode(bundle+"\n---\n"+sentinelDoc, ns) {
 		if u.GroupVersionKind().Group == "admissionregistration.k8s.io" {
 			policies = append(policies, u)
 		} else {
@@ -180,14 +180,14 @@ func (r *parityRunner) applyNative(c parityCase, ns, sentinelName string) (param
 			r.t.Fatalf("native: create %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
-	cs, _ := kube.client(r.t)
-	waitSentinel(r.t, cs, sentinelName, true)
+	wait(true)
 	return params, policies
 }
 
 // removeNative deletes policies and bindings (sentinel last), waits until
-// kube-apiserver stops enforcing them, then deletes the params.
-func (r *parityRunner) removeNative(params, policies []*unstructured.Unstructured, sentinelName string) {
+// kube-apiserver stops enforcing them (wait(false)), then deletes the params.
+// Deleting twice is harmless.
+func (r *parityRunner) removeNative(params, policies []*unstructured.Unstructured, wait func(active bool)) {
 	r.t.Helper()
 	del := func(objs []*unstructured.Unstructured) {
 		for _, u := range objs {
@@ -198,28 +198,57 @@ func (r *parityRunner) removeNative(params, policies []*unstructured.Unstructure
 		}
 	}
 	del(policies)
-	cs, _ := kube.client(r.t)
-	waitSentinel(r.t, cs, sentinelName, false)
+	wait(false)
 	del(params)
 }
 
 // warmParams waits until kube-apiserver's param informer for the case's
 // paramKind has the params: it starts when the policy appears and can lag
 // behind the sentinel. The first request is replayed as a dry run until it
-// no longer fails for want of params.
-func (r *parityRunner) warmParams(c parityCase, ns string) {
+// no longer fails for want of params — unless missing params are what the
+// case is about (paramsMayBeMissing).
+func (r *parityRunner) warmParams(firstRequest, ns string, paramsMayBeMissing bool) {
 	r.t.Helper()
-	u := r.decode(c.requests[0].object, ns)[0]
+	u := r.decode(firstRequest, ns)[0]
 	u.SetNamespace(ns)
 	ri, _ := r.resource(u)
 	waitFor(15*time.Second, func() error {
 		_, err := ri.Create(context.Background(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil && (strings.Contains(err.Error(), "no params found") || strings.Contains(err.Error(), "not yet synced")) {
+		switch {
+		case err == nil:
+			return nil
+		case strings.Contains(err.Error(), "not yet synced"):
+			return err
+		case strings.Contains(err.Error(), "no params found") && !paramsMayBeMissing:
 			return err
 		}
 		return nil
 	})
 	r.warn.take()
+}
+
+// compareOutcomes checks each request's outcome on both paths: equal, or,
+// for a case with a divergence, different and with admitfn giving the
+// message want.
+func compareOutcomes[T any](t *testing.T, requests []parityRequest, native, viaAdmitfn []T, diverge, want string, message func(T) string) {
+	t.Helper()
+	for j := range requests {
+		n, a := native[j], viaAdmitfn[j]
+		same := reflect.DeepEqual(n, a)
+		switch {
+		case diverge == "" && !same:
+			t.Errorf("request %d (%s) differs:\n native: %s\nadmitfn: %s", j, requests[j].verb, dumpJSON(n), dumpJSON(a))
+		case diverge != "" && same:
+			t.Errorf("request %d: expected divergence (%s) but both gave %s", j, diverge, dumpJSON(n))
+		case diverge != "" && message(a) != want:
+			t.Errorf("request %d: divergence (%s): admitfn gave %s, want message %q (native: %s)", j, diverge, dumpJSON(a), want, dumpJSON(n))
+		}
+	}
+}
+
+func dumpJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func auditOffset() int64 {
@@ -341,13 +370,15 @@ func runParity(t *testing.T, cases []parityCase) {
 			namespace(t, ns, c.labels)
 			sentinelName := fmt.Sprintf("parity-sentinel-%02d", i)
 
-			params, policies := r.applyNative(c, ns, sentinelName)
-			t.Cleanup(func() { r.removeNative(params, policies, sentinelName) }) // if the case fails midway
+			cs, _ := kube.client(t)
+			wait := func(active bool) { waitSentinel(t, cs, sentinelName, active) }
+			params, policies := r.applyNative(c.bundle, ns, sentinel(sentinelName), wait)
+			t.Cleanup(func() { r.removeNative(params, policies, wait) }) // if the case fails midway
 			if len(params) > 0 {
-				r.warmParams(c, ns)
+				r.warmParams(c.requests[0].object, ns, false)
 			}
 			native := r.play(c, ns, false)
-			r.removeNative(params, policies, sentinelName)
+			r.removeNative(params, policies, wait)
 			r.cleanup()
 
 			files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
@@ -356,25 +387,9 @@ func runParity(t *testing.T, cases []parityCase) {
 			uninstall()
 			r.cleanup()
 
-			for j := range c.requests {
-				n, a := native[j], viaAdmitfn[j]
-				same := reflect.DeepEqual(n, a)
-				switch {
-				case c.diverge == "" && !same:
-					t.Errorf("request %d (%s) differs:\n native: %s\nadmitfn: %s", j, c.requests[j].verb, dump(n), dump(a))
-				case c.diverge != "" && same:
-					t.Errorf("request %d: expected divergence (%s) but both gave %s", j, c.diverge, dump(n))
-				case c.diverge != "" && a.Message != c.admitfn:
-					t.Errorf("request %d: divergence (%s): admitfn gave %s, want message %q (native: %s)", j, c.diverge, dump(a), c.admitfn, dump(n))
-				}
-			}
+			compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o observed) string { return o.Message })
 		})
 	}
-}
-
-func dump(o observed) string {
-	b, _ := json.Marshal(o)
-	return string(b)
 }
 
 func (r *parityRunner) cleanup() {

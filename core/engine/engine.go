@@ -113,16 +113,22 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 	}
 	for _, g := range e.order {
 		r := &route{group: g}
-		// Hooks follow bundle order: mutating policies apply in it.
+		// Hooks follow bundle order: mutating policies apply in it. Copies
+		// are made to drop the namespace selectors (see
+		// clearNamespaceSelector).
 		for _, p := range b.Policies {
 			var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 			for _, pb := range g.Bindings {
 				if pb.Spec.PolicyName == p.Name {
-					bindings = append(bindings, withoutNamespaceSelector(pb))
+					pb = pb.DeepCopy()
+					clearNamespaceSelector(pb.Spec.MatchResources)
+					bindings = append(bindings, pb)
 				}
 			}
 			if len(bindings) > 0 {
-				r.hooks = append(r.hooks, validate.NewHook(policyWithoutNamespaceSelector(p), bindings, validators[p.Name], store(p.Spec.ParamKind)))
+				p = p.DeepCopy()
+				clearNamespaceSelector(p.Spec.MatchConstraints)
+				r.hooks = append(r.hooks, validate.NewHook(p, bindings, validators[p.Name], store(p.Spec.ParamKind)))
 			}
 		}
 		for _, p := range b.MutatingPolicies {
@@ -130,15 +136,13 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 			for _, pb := range g.MutatingBindings {
 				if pb.Spec.PolicyName == p.Name {
 					pb = pb.DeepCopy()
-					if pb.Spec.MatchResources != nil {
-						pb.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{}
-					}
+					clearNamespaceSelector(pb.Spec.MatchResources)
 					bindings = append(bindings, pb)
 				}
 			}
 			if len(bindings) > 0 {
 				p = p.DeepCopy()
-				p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{}
+				clearNamespaceSelector(p.Spec.MatchConstraints)
 				r.mutating = append(r.mutating, mutate.NewHook(p, bindings, mutators[p.Name], store(p.Spec.ParamKind)))
 			}
 		}
@@ -283,20 +287,13 @@ func WebhookAuditKey(key string) string {
 	return k + "-" + hex.EncodeToString(sum[:4])
 }
 
-// The apiserver applies namespace selectors before calling a group's route,
-// so they are dropped before matching: the function could not evaluate them.
-func policyWithoutNamespaceSelector(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicy {
-	p = p.DeepCopy()
-	p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{}
-	return p
-}
-
-func withoutNamespaceSelector(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
-	b = b.DeepCopy()
-	if b.Spec.MatchResources != nil {
-		b.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{}
+// clearNamespaceSelector empties m's namespace selector. The apiserver
+// applies namespace selectors before calling a group's route, so they are
+// dropped before matching: the function could not evaluate them.
+func clearNamespaceSelector(m *admissionregistrationv1.MatchResources) {
+	if m != nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
 	}
-	return b
 }
 
 // builtinNamespaced records the scope of built-in kinds commonly used as
@@ -319,6 +316,7 @@ func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamS
 	}
 	var errs policy.Errors
 	stores := map[schema.GroupVersionKind]*validate.ParamStore{}
+	refs := b.ParamRefs()
 	for _, pk := range b.ParamKinds() {
 		gvk := schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)
 		if _, done := stores[gvk]; done {
@@ -340,7 +338,7 @@ func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamS
 			namespaced, known = withNS > 0, true
 		}
 		if !known {
-			for _, use := range b.ParamRefs() {
+			for _, use := range refs {
 				if use.Ref.Namespace != "" && schema.FromAPIVersionAndKind(use.Kind.APIVersion, use.Kind.Kind) == gvk {
 					namespaced = true
 				}

@@ -73,10 +73,9 @@ type Result struct {
 // Dispatch applies hooks to attrs' object, in order, each policy seeing the
 // previous one's result. The final object replaces attrs' object.
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *validate.Attributes, hooks []Hook) (Result, error) {
-	tr := &trace{}
-	ctx = context.WithValue(ctx, traceKey{}, tr)
+	ctx, tr := validate.WithTrace(ctx)
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
-	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.failed}
+	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.Failed()}
 	if err == nil {
 		return res, nil
 	}
@@ -110,24 +109,9 @@ func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runt
 		}
 	}
 	if err != nil {
-		if tr, ok := ctx.Value(traceKey{}).(*trace); ok {
-			tr.add(c.policy)
-		}
+		validate.TraceFailure(ctx, c.policy)
 	}
 	return obj, err
-}
-
-type traceKey struct{}
-
-type trace struct{ failed []string }
-
-func (t *trace) add(policy string) {
-	for _, p := range t.failed {
-		if p == policy {
-			return
-		}
-	}
-	t.failed = append(t.failed, policy)
 }
 
 // noAuthorizer has no opinion and says why.

@@ -119,14 +119,27 @@ type grouper struct {
 	byID map[string]*Group
 }
 
-func (gr *grouper) add(key groupKey, policyRules []admissionregistrationv1.NamedRuleWithOperations, binding *admissionregistrationv1.MatchResources) *Group {
+// add returns the group of a binding (with matchResources binding, possibly
+// nil) of a policy (with constraints, failure and reinvocation policies),
+// creating it if needed, with the binding's rules added.
+func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResources, fp admissionregistrationv1.FailurePolicyType, rp admissionregistrationv1.ReinvocationPolicyType) *Group {
+	var bindingNS, bindingObj *metav1.LabelSelector
+	if binding != nil {
+		bindingNS, bindingObj = binding.NamespaceSelector, binding.ObjectSelector
+	}
+	key := groupKey{
+		NamespaceSelector:  MergeSelectors(constraints.NamespaceSelector, bindingNS),
+		ObjectSelector:     MergeSelectors(constraints.ObjectSelector, bindingObj),
+		FailurePolicy:      fp,
+		ReinvocationPolicy: rp,
+	}
 	id := key.id()
 	g, ok := gr.byID[id]
 	if !ok {
 		g = &Group{Type: gr.typ, ID: id, NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy, ReinvocationPolicy: key.ReinvocationPolicy}
 		gr.byID[id] = g
 	}
-	rules := policyRules
+	rules := constraints.ResourceRules
 	if binding != nil && len(binding.ResourceRules) > 0 {
 		// A binding only narrows its policy; either rule set covers the
 		// intersection, and the binding's is usually tighter.
@@ -158,12 +171,7 @@ func (b *Bundle) Groups() []*Group {
 		if p == nil {
 			continue
 		}
-		key := groupKey{
-			NamespaceSelector: MergeSelectors(p.Spec.MatchConstraints.NamespaceSelector, bindingSelector(binding.Spec.MatchResources, true)),
-			ObjectSelector:    MergeSelectors(p.Spec.MatchConstraints.ObjectSelector, bindingSelector(binding.Spec.MatchResources, false)),
-			FailurePolicy:     *p.Spec.FailurePolicy,
-		}
-		g := gr.add(key, p.Spec.MatchConstraints.ResourceRules, binding.Spec.MatchResources)
+		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, "")
 		g.Bindings = append(g.Bindings, binding)
 	}
 	return gr.groups()
@@ -179,26 +187,10 @@ func (b *Bundle) MutatingGroups() []*Group {
 		if p == nil {
 			continue
 		}
-		key := groupKey{
-			NamespaceSelector:  MergeSelectors(p.Spec.MatchConstraints.NamespaceSelector, bindingSelector(binding.Spec.MatchResources, true)),
-			ObjectSelector:     MergeSelectors(p.Spec.MatchConstraints.ObjectSelector, bindingSelector(binding.Spec.MatchResources, false)),
-			FailurePolicy:      *p.Spec.FailurePolicy,
-			ReinvocationPolicy: p.Spec.ReinvocationPolicy,
-		}
-		g := gr.add(key, p.Spec.MatchConstraints.ResourceRules, binding.Spec.MatchResources)
+		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
 		g.MutatingBindings = append(g.MutatingBindings, binding)
 	}
 	return gr.groups()
-}
-
-func bindingSelector(m *admissionregistrationv1.MatchResources, namespace bool) *metav1.LabelSelector {
-	if m == nil {
-		return nil
-	}
-	if namespace {
-		return m.NamespaceSelector
-	}
-	return m.ObjectSelector
 }
 
 func (k groupKey) id() string {

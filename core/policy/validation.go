@@ -39,33 +39,31 @@ const maxAuditAnnotations = 20
 
 func (b *Bundle) validate() Errors {
 	var errs Errors
-	for _, p := range b.Policies {
-		for _, e := range validatePolicy(p) {
-			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("ValidatingAdmissionPolicy", p.Name).File, p.Name, e.Error()))
+	report := func(kind, what, name string, fe field.ErrorList) {
+		for _, e := range fe {
+			errs = append(errs, fmt.Errorf("%s: %s %s: %s", b.Origin(kind, name).File, what, name, e.Error()))
 		}
+	}
+	// A binding naming a policy the bundle lacks would do nothing in-cluster.
+	orphan := func(policyName string, found bool) field.ErrorList {
+		if policyName == "" || found {
+			return nil
+		}
+		return field.ErrorList{field.NotFound(field.NewPath("spec", "policyName"), policyName)}
+	}
+	for _, p := range b.Policies {
+		report("ValidatingAdmissionPolicy", "policy", p.Name, validatePolicy(p))
 	}
 	for _, pb := range b.Bindings {
-		fe := validateBinding(pb)
-		if pb.Spec.PolicyName != "" && b.Policy(pb.Spec.PolicyName) == nil {
-			fe = append(fe, field.NotFound(field.NewPath("spec", "policyName"), pb.Spec.PolicyName))
-		}
-		for _, e := range fe {
-			errs = append(errs, fmt.Errorf("%s: binding %s: %s", b.Origin("ValidatingAdmissionPolicyBinding", pb.Name).File, pb.Name, e.Error()))
-		}
+		report("ValidatingAdmissionPolicyBinding", "binding", pb.Name,
+			append(validateBinding(pb), orphan(pb.Spec.PolicyName, b.Policy(pb.Spec.PolicyName) != nil)...))
 	}
 	for _, p := range b.MutatingPolicies {
-		for _, e := range validateMutatingPolicy(p) {
-			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("MutatingAdmissionPolicy", p.Name).File, p.Name, e.Error()))
-		}
+		report("MutatingAdmissionPolicy", "policy", p.Name, validateMutatingPolicy(p))
 	}
 	for _, pb := range b.MutatingBindings {
-		fe := validateMutatingBinding(pb)
-		if pb.Spec.PolicyName != "" && b.MutatingPolicy(pb.Spec.PolicyName) == nil {
-			fe = append(fe, field.NotFound(field.NewPath("spec", "policyName"), pb.Spec.PolicyName))
-		}
-		for _, e := range fe {
-			errs = append(errs, fmt.Errorf("%s: binding %s: %s", b.Origin("MutatingAdmissionPolicyBinding", pb.Name).File, pb.Name, e.Error()))
-		}
+		report("MutatingAdmissionPolicyBinding", "binding", pb.Name,
+			append(validateMutatingBinding(pb), orphan(pb.Spec.PolicyName, b.MutatingPolicy(pb.Spec.PolicyName) != nil)...))
 	}
 	return errs
 }
@@ -82,23 +80,9 @@ func validateName(name string, fld *field.Path) field.ErrorList {
 }
 
 func validatePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) field.ErrorList {
-	errs := validateName(p.Name, field.NewPath("metadata", "name"))
 	spec := field.NewPath("spec")
 	s := &p.Spec
-	if s.FailurePolicy != nil && !supportedFailurePolicies.Has(string(*s.FailurePolicy)) {
-		errs = append(errs, field.NotSupported(spec.Child("failurePolicy"), *s.FailurePolicy, sets.List(supportedFailurePolicies)))
-	}
-	if s.ParamKind != nil {
-		errs = append(errs, validateParamKind(s.ParamKind, spec.Child("paramKind"))...)
-	}
-	if s.MatchConstraints == nil {
-		errs = append(errs, field.Required(spec.Child("matchConstraints"), ""))
-	} else {
-		errs = append(errs, validateMatchResources(s.MatchConstraints, spec.Child("matchConstraints"))...)
-		if len(s.MatchConstraints.ResourceRules) == 0 {
-			errs = append(errs, field.Required(spec.Child("matchConstraints", "resourceRules"), ""))
-		}
-	}
+	errs := validatePolicyHead(p.Name, s.FailurePolicy, s.ParamKind, s.MatchConstraints)
 	errs = append(errs, validateMatchConditions(s.MatchConditions, spec.Child("matchConditions"))...)
 	errs = append(errs, validateVariables(s.Variables, spec.Child("variables"))...)
 	if len(s.Validations) == 0 && len(s.AuditAnnotations) == 0 {
@@ -146,6 +130,28 @@ func validatePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) field.
 		} else if len(a.ValueExpression) > 5*1024 {
 			errs = append(errs, field.TooLong(fld.Child("valueExpression"), "", 5*1024))
 		}
+	}
+	return errs
+}
+
+// validatePolicyHead checks what both policy kinds share ahead of their
+// own fields: name, failurePolicy, paramKind and matchConstraints (which
+// need a resource rule to give expressions their types).
+func validatePolicyHead(name string, fp *admissionregistrationv1.FailurePolicyType, pk *admissionregistrationv1.ParamKind, mc *admissionregistrationv1.MatchResources) field.ErrorList {
+	errs := validateName(name, field.NewPath("metadata", "name"))
+	spec := field.NewPath("spec")
+	if fp != nil && !supportedFailurePolicies.Has(string(*fp)) {
+		errs = append(errs, field.NotSupported(spec.Child("failurePolicy"), *fp, sets.List(supportedFailurePolicies)))
+	}
+	if pk != nil {
+		errs = append(errs, validateParamKind(pk, spec.Child("paramKind"))...)
+	}
+	if mc == nil {
+		return append(errs, field.Required(spec.Child("matchConstraints"), ""))
+	}
+	errs = append(errs, validateMatchResources(mc, spec.Child("matchConstraints"))...)
+	if len(mc.ResourceRules) == 0 {
+		errs = append(errs, field.Required(spec.Child("matchConstraints", "resourceRules"), ""))
 	}
 	return errs
 }
@@ -322,22 +328,10 @@ func validateParamRef(pr *admissionregistrationv1.ParamRef, fld *field.Path) fie
 // validateMutatingPolicy is kube-apiserver's create validation of a
 // MutatingAdmissionPolicy, CEL compilation aside.
 func validateMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) field.ErrorList {
-	errs := validateName(p.Name, field.NewPath("metadata", "name"))
 	spec := field.NewPath("spec")
 	s := &p.Spec
-	if s.FailurePolicy != nil && !supportedFailurePolicies.Has(string(*s.FailurePolicy)) {
-		errs = append(errs, field.NotSupported(spec.Child("failurePolicy"), *s.FailurePolicy, sets.List(supportedFailurePolicies)))
-	}
-	if s.ParamKind != nil {
-		errs = append(errs, validateParamKind(s.ParamKind, spec.Child("paramKind"))...)
-	}
-	if s.MatchConstraints == nil {
-		errs = append(errs, field.Required(spec.Child("matchConstraints"), ""))
-	} else {
-		errs = append(errs, validateMatchResources(s.MatchConstraints, spec.Child("matchConstraints"))...)
-		if len(s.MatchConstraints.ResourceRules) == 0 {
-			errs = append(errs, field.Required(spec.Child("matchConstraints", "resourceRules"), ""))
-		}
+	errs := validatePolicyHead(p.Name, s.FailurePolicy, s.ParamKind, s.MatchConstraints)
+	if s.MatchConstraints != nil {
 		errs = append(errs, validateMutatingOperations(s.MatchConstraints.ResourceRules, spec.Child("matchConstraints", "resourceRules", "operations"))...)
 	}
 	errs = append(errs, validateMatchConditions(s.MatchConditions, spec.Child("matchConditions"))...)

@@ -78,12 +78,10 @@ var ErrInternal = errors.New("internal error evaluating policies")
 // Dispatch evaluates hooks against attrs.
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *Attributes, hooks []Hook) (Result, error) {
 	rec := &warnings{}
-	tr := &trace{}
-	ctx = warning.WithWarningRecorder(ctx, rec)
-	ctx = context.WithValue(ctx, traceKey{}, tr)
+	ctx, tr := WithTrace(warning.WithWarningRecorder(ctx, rec))
 
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
-	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.failed}
+	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.Failed()}
 	res.AuditAnnotationKeys, res.AuditAnnotations = attrs.Annotations()
 	if err == nil {
 		return res, nil
@@ -125,9 +123,22 @@ func (w *warnings) AddWarning(_, text string) {
 
 type traceKey struct{}
 
-type trace struct{ failed []string }
+// Trace records, for a review's log line, which policies failed. Names only:
+// messages may quote object contents.
+type Trace struct{ failed []string }
 
-func (t *trace) add(policy string) {
+// WithTrace returns ctx carrying a new Trace, and the Trace.
+func WithTrace(ctx context.Context) (context.Context, *Trace) {
+	t := &Trace{}
+	return context.WithValue(ctx, traceKey{}, t), t
+}
+
+// TraceFailure records that policy failed, once, if ctx carries a Trace.
+func TraceFailure(ctx context.Context, policy string) {
+	t, ok := ctx.Value(traceKey{}).(*Trace)
+	if !ok {
+		return
+	}
 	for _, p := range t.failed {
 		if p == policy {
 			return
@@ -135,6 +146,9 @@ func (t *trace) add(policy string) {
 	}
 	t.failed = append(t.failed, policy)
 }
+
+// Failed lists the failed policies in the order they failed.
+func (t *Trace) Failed() []string { return t.failed }
 
 // tracingValidator notes which policies produced a failed validation or an
 // error, so a review's log line can name them without logging messages
@@ -146,18 +160,16 @@ type tracingValidator struct {
 
 func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.GroupVersionResource, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, namespace *corev1.Namespace, runtimeCELCostBudget int64, authz authorizer.Authorizer) validating.ValidateResult {
 	res := v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, authz)
-	if tr, ok := ctx.Value(traceKey{}).(*trace); ok {
-		for _, d := range res.Decisions {
-			if d.Action == validating.ActionDeny || d.Evaluation == validating.EvalError {
-				tr.add(v.policy)
-				break
-			}
+	for _, d := range res.Decisions {
+		if d.Action == validating.ActionDeny || d.Evaluation == validating.EvalError {
+			TraceFailure(ctx, v.policy)
+			break
 		}
-		for _, a := range res.AuditAnnotations {
-			if a.Action == validating.AuditAnnotationActionError {
-				tr.add(v.policy)
-				break
-			}
+	}
+	for _, a := range res.AuditAnnotations {
+		if a.Action == validating.AuditAnnotationActionError {
+			TraceFailure(ctx, v.policy)
+			break
 		}
 	}
 	return res
