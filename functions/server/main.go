@@ -94,7 +94,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("load %s: %w", cfg.policies, err)
 	}
 	for _, g := range eng.Groups() {
-		log.Info().Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)).Msg("policy group")
+		e := log.Info().Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)+len(g.MutatingBindings))
+		if g.Type == policy.Mutating {
+			e = e.Str("reinvocation_policy", string(g.ReinvocationPolicy))
+		}
+		e.Msg("policy group")
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -115,7 +119,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		scheme = "https"
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.policies).
-		Str("bundle", eng.BundleID()).Int("policies_loaded", len(b.Policies)).Int("bindings", len(b.Bindings)).Msg("serving")
+		Str("bundle", eng.BundleID()).Int("policies_loaded", len(b.Policies)+len(b.MutatingPolicies)).Int("bindings", len(b.Bindings)+len(b.MutatingBindings)).Msg("serving")
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
 	}

@@ -120,6 +120,9 @@ func TestServesTheExampleBundle(t *testing.T) {
 	if !strings.Contains(logs.String(), `"route":"/validate","failure_policy":"Fail","bindings":3`) {
 		t.Errorf("groups not logged:\n%s", logs)
 	}
+	if !strings.Contains(logs.String(), `"route":"/mutate","failure_policy":"Fail","bindings":4,"reinvocation_policy":"Never"`) {
+		t.Errorf("mutating group not logged with its bindings:\n%s", logs)
+	}
 }
 
 func TestServesHTTPS(t *testing.T) {
