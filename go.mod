@@ -3,6 +3,7 @@ module github.com/admitfn/admitfn
 go 1.26.0
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/google/cel-go v0.26.0
 	github.com/rs/zerolog v1.35.1
 	github.com/wI2L/jsondiff v0.7.1

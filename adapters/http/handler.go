@@ -64,12 +64,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	route, ok := policy.ParseRoute(r.URL.Path)
 	if !ok {
-		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", r.URL.Path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
+		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", r.URL.Path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
+		WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
 		return
 	}
 	h.review(w, r, route)
@@ -78,28 +78,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) probe(w http.ResponseWriter, r *http.Request, body string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
+		WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, body+"\n")
 }
 
+// logger is the request's logger: the one a platform adapter put in the
+// context (carrying its request id), else the handler's own.
+func (h *Handler) logger(r *http.Request) *zerolog.Logger {
+	if l := zerolog.Ctx(r.Context()); l.GetLevel() != zerolog.Disabled {
+		return l
+	}
+	return &h.log
+}
+
 func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route) {
 	start := time.Now()
+	log := h.logger(r)
 	logLine := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeStatus(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q not supported: send application/json", ct))
-		logLine(h.log.Warn()).Int("status", http.StatusUnsupportedMediaType).Msg("rejected review request")
+		WriteStatus(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q not supported: send application/json", ct))
+		logLine(log.Warn()).Int("status", http.StatusUnsupportedMediaType).Msg("rejected review request")
 		return
 	}
 	ctx, cancel, err := deadline(r)
 	if err != nil {
-		writeStatus(w, http.StatusBadRequest, err.Error())
-		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		WriteStatus(w, http.StatusBadRequest, err.Error())
+		logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
 		return
 	}
 	defer cancel()
@@ -108,18 +118,18 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
-			logLine(h.log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
+			WriteStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+			logLine(log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
 			return
 		}
-		writeStatus(w, http.StatusBadRequest, "could not read request body")
-		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		WriteStatus(w, http.StatusBadRequest, "could not read request body")
+		logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
 		return
 	}
 	req, err := review.Decode(body)
 	if err != nil {
-		writeStatus(w, http.StatusBadRequest, err.Error())
-		logLine(h.log.Warn()).Int("status", http.StatusBadRequest).Str("error", err.Error()).Msg("rejected review request")
+		WriteStatus(w, http.StatusBadRequest, err.Error())
+		logLine(log.Warn()).Int("status", http.StatusBadRequest).Str("error", err.Error()).Msg("rejected review request")
 		return
 	}
 
@@ -132,8 +142,8 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
-			fields(h.log.Error()).Int("status", http.StatusInternalServerError).
+			WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
+			fields(log.Error()).Int("status", http.StatusInternalServerError).
 				Str("panic", panicText(p)).Str("stack", string(debug.Stack())).Msg("review panicked")
 		}
 	}()
@@ -141,23 +151,23 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	res, err := h.engine.Review(ctx, route, req)
 	switch {
 	case errors.Is(err, engine.ErrUnknownRoute):
-		writeStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
-		fields(h.log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
+		fields(log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
 		return
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		writeStatus(w, http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID))
-		fields(h.log.Warn()).Int("status", http.StatusGatewayTimeout).Msg("review timed out")
+		WriteStatus(w, http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID))
+		fields(log.Warn()).Int("status", http.StatusGatewayTimeout).Msg("review timed out")
 		return
 	case err != nil:
-		writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
-		fields(h.log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("review failed")
+		WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
+		fields(log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("review failed")
 		return
 	}
 
 	out, err := review.Encode(req.APIVersion, res.Response)
 	if err != nil {
-		writeStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error encoding the response to request %s", req.UID))
-		fields(h.log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("encode response")
+		WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error encoding the response to request %s", req.UID))
+		fields(log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("encode response")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -167,7 +177,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	if !res.Response.Allowed {
 		decision = "denied"
 	}
-	fields(h.log.Info()).Int("status", http.StatusOK).Str("decision", decision).
+	fields(log.Info()).Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
 		Bool("patched", len(res.Response.Patch) > 0).
 		Msg("review")
@@ -206,7 +216,9 @@ func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
 	return ctx, cancel, nil
 }
 
-func writeStatus(w http.ResponseWriter, code int, message string) {
+// WriteStatus answers with a metav1.Status error body: the shape of every
+// transport-level error, on every platform.
+func WriteStatus(w http.ResponseWriter, code int, message string) {
 	body, _ := json.Marshal(status(code, message)) // a plain struct: cannot fail
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
