@@ -20,7 +20,7 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit e2e e2e-deps etcd kube-apiserver lint fmt build clean
+.PHONY: run test unit e2e e2e-deps etcd kube-apiserver lint fmt build lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
@@ -56,6 +56,12 @@ fmt:
 
 build: ## static binaries in bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ ./cmd/admitfn ./functions/server
+
+lambda: ## dist/lambda/admitfn-{arm64,amd64}.zip: a static, reproducible bootstrap for provided.al2023
+	$(GO) run ./hack/lambdazip -dir dist/lambda arm64 amd64
+
+bench: ## Go benchmarks; read the ratios, not the absolute times
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 clean:
 	rm -rf $(BIN) dist

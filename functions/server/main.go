@@ -20,9 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/functions/internal/bundle"
 )
 
 func main() {
@@ -85,21 +83,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 
-	b, err := policy.LoadFS(os.DirFS(cfg.policies), ".")
+	eng, b, err := bundle.Load(cfg.policies, log)
 	if err != nil {
-		return fmt.Errorf("load %s: %w", cfg.policies, err)
+		return err
 	}
-	eng, err := engine.New(b, validate.NewCompiler())
-	if err != nil {
-		return fmt.Errorf("load %s: %w", cfg.policies, err)
-	}
-	for _, g := range eng.Groups() {
-		e := log.Info().Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)+len(g.MutatingBindings))
-		if g.Type == policy.Mutating {
-			e = e.Str("reinvocation_policy", string(g.ReinvocationPolicy))
-		}
-		e.Msg("policy group")
-	}
+	policies, bindings := bundle.Counts(b)
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -119,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		scheme = "https"
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.policies).
-		Str("bundle", eng.BundleID()).Int("policies_loaded", len(b.Policies)+len(b.MutatingPolicies)).Int("bindings", len(b.Bindings)+len(b.MutatingBindings)).Msg("serving")
+		Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).Msg("serving")
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
 	}

@@ -1,0 +1,111 @@
+// Command aws is admitfn's AWS Lambda function: the `bootstrap` of a
+// provided.al2023 runtime, behind a Function URL or an API Gateway. It builds
+// the engine once per cold start and serves every invocation with it.
+//
+// Configuration, from the environment:
+//
+//	ADMITFN_POLICIES   policy bundle directory (default $LAMBDA_TASK_ROOT/policies)
+//	ADMITFN_LOG_LEVEL  debug, info, warn or error (default: the function's
+//	                   application log level, AWS_LAMBDA_LOG_LEVEL, else info)
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/adapters/awslambda"
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/functions/internal/bundle"
+)
+
+func main() {
+	h, err := initialize(os.Getenv, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "admitfn:", err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}
+
+// initialize is the cold start: configuration, logger, bundle and engine.
+// A failure after the Runtime API is known is reported to it as an init
+// error, so Lambda says why the function cannot start.
+func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handler, error) {
+	start := time.Now()
+	api := getenv("AWS_LAMBDA_RUNTIME_API")
+	if api == "" {
+		return nil, errors.New("AWS_LAMBDA_RUNTIME_API is not set: this is the bootstrap of a Lambda function (provided.al2023); to run admitfn elsewhere use functions/server")
+	}
+	log, err := newLogger(getenv, stdout)
+	if err != nil {
+		return nil, initError(api, "Runtime.ConfigError", err)
+	}
+	dir := getenv("ADMITFN_POLICIES")
+	if dir == "" {
+		dir = filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies")
+	}
+	eng, b, err := bundle.Load(dir, log)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot load the policy bundle")
+		return nil, initError(api, "Runtime.BundleError", err)
+	}
+	policies, bindings := bundle.Counts(b)
+	log.Info().Str("policies", dir).Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).
+		Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	return awslambda.New(httpadapter.New(eng, log), log), nil
+}
+
+// newLogger writes the JSON lines CloudWatch's JSON log format reads:
+// `timestamp` in RFC 3339, `level`, `message`.
+func newLogger(getenv func(string) string, w io.Writer) (zerolog.Logger, error) {
+	name := getenv("ADMITFN_LOG_LEVEL")
+	if name == "" {
+		name = strings.ToLower(getenv("AWS_LAMBDA_LOG_LEVEL"))
+	}
+	if name == "" {
+		name = "info"
+	}
+	level, err := zerolog.ParseLevel(name)
+	if err != nil || level == zerolog.NoLevel {
+		return zerolog.Logger{}, fmt.Errorf("invalid log level %q: want debug, info, warn or error", name)
+	}
+	zerolog.TimestampFieldName = "timestamp"
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// initError reports err to the Runtime API's init error endpoint (which
+// aws-lambda-go does not do) and returns it.
+func initError(api, errorType string, err error) error {
+	body, _ := json.Marshal(struct {
+		ErrorMessage string   `json:"errorMessage"`
+		ErrorType    string   `json:"errorType"`
+		StackTrace   []string `json:"stackTrace"`
+	}{err.Error(), errorType, []string{}})
+	req, reqErr := http.NewRequest(http.MethodPost, "http://"+api+"/2018-06-01/runtime/init/error", bytes.NewReader(body))
+	if reqErr != nil {
+		return fmt.Errorf("%w (and the init error could not be reported: %v)", err, reqErr)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Lambda-Runtime-Function-Error-Type", errorType)
+	resp, postErr := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if postErr != nil {
+		return fmt.Errorf("%w (and the init error could not be reported: %v)", err, postErr)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("%w (and the Runtime API answered the init error with HTTP %d)", err, resp.StatusCode)
+	}
+	return err
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/admitfn/admitfn/internal/lambdabuild"
+	"github.com/admitfn/admitfn/internal/lambdatest"
+)
+
+// bootstrap is the function built as `make lambda` builds it, for this
+// machine's architecture.
+var bootstrap string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "admitfn-bootstrap-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bootstrap = filepath.Join(dir, "bootstrap")
+	if err := lambdabuild.Build(context.Background(), lambdabuild.Package, runtime.GOARCH, bootstrap); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output across goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// function is one running bootstrap process: one Lambda instance.
+type function struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	exited         chan struct{}
+}
+
+// start runs bin as Lambda runs a provided.al2023 bootstrap: in the task
+// root, with the Runtime API address and the function's environment.
+func start(t testing.TB, bin string, api *lambdatest.RuntimeAPI, env ...string) *function {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = append([]string{
+		"AWS_LAMBDA_RUNTIME_API=" + api.Addr,
+		"LAMBDA_TASK_ROOT=" + filepath.Dir(bin),
+		"AWS_LAMBDA_FUNCTION_NAME=admitfn",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
+		"AWS_REGION=eu-west-1",
+		"TZ=:UTC",
+	}, env...)
+	f := &function{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = f.stdout, f.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		cmd.Wait()
+		close(f.exited)
+	}()
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *function) stop() {
+	select {
+	case <-f.exited:
+	default:
+		f.cmd.Process.Kill()
+		<-f.exited
+	}
+}
+
+func examples(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../policies/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "ADMITFN_POLICIES=" + dir
+}
+
+func event(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../adapters/awslambda/testdata", name+".event.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// goldenResponse is the adapter's golden answer to an event fixture.
+func goldenResponse(t *testing.T, name string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../adapters/awslambda/testdata", name+".response.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readable(t *testing.T, payload []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(payload, &m); err != nil {
+		t.Fatalf("response %s: %v", payload, err)
+	}
+	if body, ok := m["body"].(string); ok {
+		var v any
+		if json.Unmarshal([]byte(body), &v) == nil {
+			m["body"] = v
+		}
+	}
+	return m
+}
+
+func invoke(t *testing.T, api *lambdatest.RuntimeAPI, payload []byte) lambdatest.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := api.Invoke(ctx, payload, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestColdStartThenInvocations(t *testing.T) {
+	api, err := lambdatest.NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	fn := start(t, bootstrap, api, examples(t))
+
+	var ids []string
+	for _, name := range []string{"function-url-warn", "function-url-deny", "http-api-stage-mutate", "rest-api-allow-v1beta1", "function-url-bad-base64", "function-url-warn"} {
+		res := invoke(t, api, event(t, name))
+		if res.Err != nil {
+			t.Fatalf("%s: function error %v\n%s", name, res.Err, fn.stdout)
+		}
+		if got, want := readable(t, res.Payload), goldenResponse(t, name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: response differs from the adapter's golden file\n got: %v\nwant: %v", name, got, want)
+		}
+		ids = append(ids, res.RequestID)
+	}
+
+	// An invocation that is no HTTP event is the one function error; the
+	// instance goes on serving after it, and after a payload that is no JSON.
+	res := invoke(t, api, []byte(`{"Records":[{"eventSource":"aws:sqs","body":"hello"}]}`))
+	if res.Err == nil || res.Err.Kind != "EventError" || res.Err.Message != "not an HTTP event: want a Function URL or API Gateway event (payload 2.0 or 1.0)" {
+		t.Errorf("non-HTTP event: %+v, %s", res.Err, res.Payload)
+	}
+	res = invoke(t, api, []byte(`{"version":"2.0",`))
+	if res.Err == nil || res.Payload != nil {
+		t.Errorf("malformed payload: %+v, %s", res.Err, res.Payload)
+	}
+	res = invoke(t, api, event(t, "http-api-healthz"))
+	if res.Err != nil || readable(t, res.Payload)["statusCode"] != float64(200) {
+		t.Errorf("after the errors: %+v %s", res.Err, res.Payload)
+	}
+	select {
+	case <-fn.exited:
+		t.Fatalf("the instance exited: %s", fn.stderr)
+	default:
+	}
+
+	// Logs are CloudWatch JSON: timestamp (RFC 3339), level, message; each
+	// review line carries the invocation's request id.
+	lines := strings.Split(strings.TrimSpace(fn.stdout.String()), "\n")
+	reviewed := map[string]bool{}
+	ready := 0
+	for _, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		ts, _ := m["timestamp"].(string)
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			t.Errorf("timestamp %q is not RFC 3339: %s", ts, line)
+		}
+		if m["level"] == nil || m["message"] == nil {
+			t.Errorf("log line without level or message: %s", line)
+		}
+		switch m["message"] {
+		case "ready":
+			ready++
+			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) {
+				t.Errorf("ready line: %s", line)
+			}
+		case "review":
+			reviewed[m["requestId"].(string)] = true
+		}
+	}
+	if ready != 1 {
+		t.Errorf("%d ready lines: the engine is built once per cold start", ready)
+	}
+	for _, id := range ids[:4] {
+		if !reviewed[id] {
+			t.Errorf("no review line with requestId %s:\n%s", id, fn.stdout)
+		}
+	}
+}
+
+func TestInitErrors(t *testing.T) {
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "policy.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: broken}\nspec:\n  validations:\n  - expression: \"object.spec.replicas >\"\n"), 0o644)
+	for _, tc := range []struct {
+		name, env, errorType, message string
+	}{
+		{"bad bundle", "ADMITFN_POLICIES=" + bad, "Runtime.BundleError", "load " + bad + ": "},
+		{"missing bundle", "ADMITFN_POLICIES=/nonexistent/policies", "Runtime.BundleError", "load /nonexistent/policies: "},
+		{"bad log level", "ADMITFN_LOG_LEVEL=loud", "Runtime.ConfigError", `invalid log level "loud": want debug, info, warn or error`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api, err := lambdatest.NewRuntimeAPI()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			fn := start(t, bootstrap, api, tc.env)
+			select {
+			case fe := <-api.InitErrors():
+				if fe.Type != tc.errorType || fe.Kind != tc.errorType || !strings.HasPrefix(fe.Message, tc.message) {
+					t.Errorf("init error %+v, want %s %q…", fe, tc.errorType, tc.message)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no init error reported; stdout:\n%s\nstderr:\n%s", fn.stdout, fn.stderr)
+			}
+			select {
+			case <-fn.exited:
+				if code := fn.cmd.ProcessState.ExitCode(); code != 1 {
+					t.Errorf("exit code %d", code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the bootstrap did not exit after its init error")
+			}
+		})
+	}
+}
+
+func TestOutsideLambda(t *testing.T) {
+	cmd := exec.Command(bootstrap)
+	cmd.Env = []string{"ADMITFN_POLICIES=../../policies/examples"}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v", err)
+	}
+	if !strings.Contains(string(out), "AWS_LAMBDA_RUNTIME_API is not set") {
+		t.Errorf("output: %s", out)
+	}
+}
+
+func TestDeploymentPackage(t *testing.T) {
+	// Same source, same bytes: zip the binary TestMain built, build and zip
+	// again, and compare.
+	var first bytes.Buffer
+	if err := lambdabuild.Zip(&first, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	second := filepath.Join(t.TempDir(), "admitfn.zip")
+	if _, err := lambdabuild.BuildZip(context.Background(), lambdabuild.Package, runtime.GOARCH, second); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), again) {
+		t.Fatalf("two builds of one source differ: %d and %d bytes", first.Len(), len(again))
+	}
+
+	zr, err := zip.NewReader(bytes.NewReader(again), int64(len(again)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(zr.File) != 1 || zr.File[0].Name != "bootstrap" || zr.File[0].Mode() != 0o755 {
+		t.Fatalf("zip entries: %v", zr.File)
+	}
+	rc, err := zr.File[0].Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Static: no interpreter, no shared libraries.
+	ef, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("bootstrap has a %v program header: not static", p.Type)
+		}
+	}
+	if libs, _ := ef.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("bootstrap links %v", libs)
+	}
+	info, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	for k, want := range map[string]string{"-tags": "lambda.norpc", "CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": runtime.GOARCH} {
+		if settings[k] != want {
+			t.Errorf("build setting %s = %q, want %q", k, settings[k], want)
+		}
+	}
+	if _, ok := settings["vcs.revision"]; ok {
+		t.Error("the bootstrap carries a VCS stamp: builds of one source at two commits would differ")
+	}
+}
