@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/admitfn/admitfn/internal/lambdabuild"
+	"github.com/admitfn/admitfn/internal/lambdatest"
 )
 
 // KubeVersion is the kube-apiserver the suite runs (hack/tools/kube-apiserver).
@@ -49,6 +53,7 @@ type cluster struct {
 	keyFile   string
 	serverBin string
 	cliBin    string
+	lambdaBin string // functions/aws built as `make lambda` builds it
 	procs     []*exec.Cmd
 }
 
@@ -115,7 +120,8 @@ func (c *cluster) build() error {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	return nil
+	c.lambdaBin = filepath.Join(c.dir, "lambda", "bootstrap")
+	return lambdabuild.Build(context.Background(), lambdabuild.Package, runtime.GOARCH, c.lambdaBin)
 }
 
 func freePort() (int, error) {
@@ -350,10 +356,12 @@ func (c *cluster) client(t *testing.T) (*kubernetes.Clientset, *warnings) {
 	return cs, w
 }
 
-// admitfn is one running admitfn server.
+// admitfn is one running admitfn: the server, or Lambda instances behind a
+// Function URL front.
 type admitfn struct {
-	cmd  *exec.Cmd
-	addr string
+	addr  string
+	stops []func()
+	once  sync.Once
 
 	mu   sync.Mutex // guards logs, written by the stderr reader
 	logs bytes.Buffer
@@ -382,7 +390,10 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a := &admitfn{cmd: cmd}
+	a := &admitfn{stops: []func(){func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}}}
 	serving := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -410,11 +421,130 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
 }
 
 func (a *admitfn) stop() {
-	if a.cmd.ProcessState != nil {
-		return
+	a.once.Do(func() {
+		for _, stop := range a.stops {
+			stop()
+		}
+	})
+}
+
+// Write collects log lines.
+func (a *admitfn) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.logs.Write(p)
+}
+
+// reviewed reports whether admitfn logged a review with this decision, and,
+// behind the Lambda front, that it came as a Function URL invocation with a
+// request id.
+func (a *admitfn) reviewed(via front, decision string) bool {
+	for _, line := range strings.Split(a.Logs(), "\n") {
+		var m struct {
+			Message, Decision, Trigger, RequestID string
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Message != "review" || m.Decision != decision {
+			continue
+		}
+		if via != viaLambda || (m.Trigger == "function-url" && m.RequestID != "") {
+			return true
+		}
 	}
-	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-	a.cmd.Wait()
+	return false
+}
+
+// front is how kube-apiserver reaches admitfn in a test.
+type front string
+
+const (
+	viaServer front = "server" // functions/server over HTTPS
+	viaLambda front = "lambda" // the Lambda bootstrap behind a Function URL front
+)
+
+// fronts are the ways a scenario that must hold on every platform runs.
+var fronts = []front{viaServer, viaLambda}
+
+// eachFront runs scenario once per front, as subtests named after it.
+func eachFront(t *testing.T, scenario func(t *testing.T, via front)) {
+	for _, via := range fronts {
+		t.Run(string(via), func(t *testing.T) { scenario(t, via) })
+	}
+}
+
+// lambdaInstances is how many instances of the function poll the Runtime
+// API: kube-apiserver calls webhooks concurrently, and Lambda answers
+// concurrent calls with more instances.
+const lambdaInstances = 2
+
+// serveLambda runs the Lambda bootstrap on bundleDir against a Runtime API,
+// behind an HTTPS front that turns each request into a Function URL event
+// as AWS documents it. It is stopped when the test ends.
+func (c *cluster) serveLambda(t *testing.T, bundleDir string) *admitfn {
+	t.Helper()
+	api, err := lambdatest.NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &admitfn{}
+	a.stops = append(a.stops, api.Close)
+	t.Cleanup(a.stop)
+	ready := make(chan struct{}, lambdaInstances)
+	for range lambdaInstances {
+		cmd := exec.Command(c.lambdaBin)
+		cmd.Dir = filepath.Dir(c.lambdaBin)
+		cmd.Env = []string{"AWS_LAMBDA_RUNTIME_API=" + api.Addr, "LAMBDA_TASK_ROOT=" + cmd.Dir, "ADMITFN_POLICIES=" + bundleDir, "AWS_REGION=eu-west-1"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = a
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		a.stops = append([]func(){func() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+		}}, a.stops...)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				line := sc.Bytes()
+				a.Write(append(append([]byte{}, line...), '\n'))
+				var m struct{ Message string }
+				if json.Unmarshal(line, &m) == nil && m.Message == "ready" {
+					ready <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range lambdaInstances {
+		select {
+		case <-ready:
+		case fe := <-api.InitErrors():
+			t.Fatalf("the Lambda function failed to start: %v\n%s", fe, a.Logs())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the Lambda function did not start:\n%s", a.Logs())
+		}
+	}
+
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler:           &lambdatest.FunctionURL{Function: api, Timeout: 9 * time.Second, URLID: "e2eadmitfnurlid0123456789abcdef", Region: "eu-west-1"},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go srv.Serve(ln)
+	a.stops = append([]func(){func() { srv.Close() }}, a.stops...)
+	a.addr = ln.Addr().String()
+	return a
 }
 
 // rendered is what `admitfn render -o json` prints: the validating

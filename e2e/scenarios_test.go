@@ -65,7 +65,11 @@ func binding(name, policy, actions, extra string) string {
 	return fmt.Sprintf("---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: %s}\nspec:\n  policyName: %s\n  validationActions: %s\n%s", name, policy, actions, extra)
 }
 
-func TestValidationActions(t *testing.T) {
+// TestValidationActions runs on every front: the server and the Lambda
+// function answer kube-apiserver alike.
+func TestValidationActions(t *testing.T) { eachFront(t, validationActions) }
+
+func validationActions(t *testing.T, via front) {
 	files := map[string]string{"policy.yaml": replicasPolicy +
 		binding("deny", "replicas.e2e.admitfn.io", "[Deny]", "  matchResources: {objectSelector: {matchLabels: {mode: deny}}}\n") +
 		binding("warn", "replicas.e2e.admitfn.io", "[Warn]", "  matchResources: {objectSelector: {matchLabels: {mode: warn}}}\n") +
@@ -75,11 +79,12 @@ func TestValidationActions(t *testing.T) {
 		// requests are bound by resource, not by an object selector.
 		binding("scale", "replicas.e2e.admitfn.io", "[Deny]", "  matchResources: {resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments/scale]}]}\n"),
 	}
-	deployAdmitfn(t, files)
-	namespace(t, "e2e-actions", nil)
+	a, _ := deployAdmitfnVia(t, via, files)
+	ns := "e2e-actions-" + string(via)
+	namespace(t, ns, nil)
 	cs, w := kube.client(t)
 	create := func(mode string, replicas int32) outcome {
-		_, err := cs.AppsV1().Deployments("e2e-actions").Create(context.Background(), deploymentObj(mode, replicas, map[string]string{"mode": mode}), metav1.CreateOptions{})
+		_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), deploymentObj(mode, replicas, map[string]string{"mode": mode}), metav1.CreateOptions{})
 		return result(err, w)
 	}
 
@@ -88,8 +93,11 @@ func TestValidationActions(t *testing.T) {
 	if !strings.HasSuffix(webhook, ".validate.admitfn.io") {
 		t.Errorf("denied by webhook %q", webhook)
 	}
+	if !a.reviewed(via, "denied") {
+		t.Errorf("no denial logged by the %s front:\n%s", via, a.Logs())
+	}
 	expect(t, "Deny, passing", create("deny", 2), outcome{allowed: true})
-	auditDeny := kube.auditAnnotations(t, "create", "deployments", "e2e-actions", "deny")
+	auditDeny := kube.auditAnnotations(t, "create", "deployments", ns, "deny")
 	if auditDeny[webhook+"/replicas.e2e.admitfn.io_replicas"] != "2" {
 		t.Errorf("audit annotations of the admitted create: %v", auditDeny)
 	}
@@ -97,7 +105,7 @@ func TestValidationActions(t *testing.T) {
 	expect(t, "Warn", create("warn", 5), outcome{allowed: true, warnings: []string{"Validation failed for ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'warn': replicas must be at most 3, got 5"}})
 
 	expect(t, "Audit", create("audit", 5), outcome{allowed: true})
-	annotations := kube.auditAnnotations(t, "create", "deployments", "e2e-actions", "audit")
+	annotations := kube.auditAnnotations(t, "create", "deployments", ns, "audit")
 	var failures []map[string]any
 	for k, v := range annotations {
 		if strings.HasSuffix(k, "/validation_failure") {
@@ -110,7 +118,7 @@ func TestValidationActions(t *testing.T) {
 	}
 
 	expect(t, "Warn+Audit", create("warn-audit", 4), outcome{allowed: true, warnings: []string{"Validation failed for ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'warn-audit': replicas must be at most 3, got 4"}})
-	annotations = kube.auditAnnotations(t, "create", "deployments", "e2e-actions", "warn-audit")
+	annotations = kube.auditAnnotations(t, "create", "deployments", ns, "warn-audit")
 	found := false
 	for k, v := range annotations {
 		if strings.HasSuffix(k, "/validation_failure") && strings.Contains(v, `"validationActions":["Warn","Audit"]`) {
@@ -122,13 +130,13 @@ func TestValidationActions(t *testing.T) {
 	}
 
 	// Server-side dry run is reviewed like the real thing.
-	_, err := cs.AppsV1().Deployments("e2e-actions").Create(context.Background(), deploymentObj("dry", 9, map[string]string{"mode": "deny"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), deploymentObj("dry", 9, map[string]string{"mode": "deny"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	got, _ = stripWebhook(t, result(err, w))
 	expect(t, "dry run", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'deny' denied request: replicas must be at most 3, got 9"})
 
 	// The scale subresource: UPDATE of deployments/scale, object a Scale.
-	_, err = cs.AppsV1().Deployments("e2e-actions").UpdateScale(context.Background(), "deny",
-		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "deny", Namespace: "e2e-actions", Labels: map[string]string{"mode": "deny"}}, Spec: autoscalingv1.ScaleSpec{Replicas: 7}}, metav1.UpdateOptions{})
+	_, err = cs.AppsV1().Deployments(ns).UpdateScale(context.Background(), "deny",
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "deny", Namespace: ns, Labels: map[string]string{"mode": "deny"}}, Spec: autoscalingv1.ScaleSpec{Replicas: 7}}, metav1.UpdateOptions{})
 	got, _ = stripWebhook(t, result(err, w))
 	expect(t, "deployments/scale", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'scale' denied request: replicas must be at most 3, got 7"})
 }
@@ -368,19 +376,22 @@ func TestRouteUnknownToTheBundle(t *testing.T) {
 	}
 }
 
-func TestV1beta1Reviews(t *testing.T) {
-	a, _, _ := startAdmitfn(t, map[string]string{"p.yaml": replicasPolicy + binding("deny", "replicas.e2e.admitfn.io", "[Deny]", "")}, k8sName(t),
+func TestV1beta1Reviews(t *testing.T) { eachFront(t, v1beta1Reviews) }
+
+func v1beta1Reviews(t *testing.T, via front) {
+	a, _, _ := startAdmitfnVia(t, via, map[string]string{"p.yaml": replicasPolicy + binding("deny", "replicas.e2e.admitfn.io", "[Deny]", "")}, k8sName(t),
 		func(cfg *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			for i := range cfg.Webhooks {
 				cfg.Webhooks[i].AdmissionReviewVersions = []string{"v1beta1"}
 			}
 		})
 	cs, w := kube.client(t)
-	namespace(t, "e2e-v1beta1", nil)
-	_, err := cs.AppsV1().Deployments("e2e-v1beta1").Create(context.Background(), deploymentObj("d", 4, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	ns := "e2e-v1beta1-" + string(via)
+	namespace(t, ns, nil)
+	_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), deploymentObj("d", 4, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	got, _ := stripWebhook(t, result(err, w))
 	expect(t, "v1beta1", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'deny' denied request: replicas must be at most 3, got 4"})
-	if !strings.Contains(a.Logs(), `"decision":"denied"`) {
+	if !a.reviewed(via, "denied") {
 		t.Errorf("admitfn logs:\n%s", a.Logs())
 	}
 }

@@ -86,7 +86,13 @@ func waitSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bo
 // waited for at cleanup too, so tests don't see each other's webhooks.
 func deployAdmitfn(t *testing.T, files map[string]string, renderArgs ...string) (*admitfn, string) {
 	t.Helper()
-	a, dir, _ := startAdmitfn(t, files, k8sName(t), nil, renderArgs...)
+	return deployAdmitfnVia(t, viaServer, files, renderArgs...)
+}
+
+// deployAdmitfnVia is deployAdmitfn through the given front.
+func deployAdmitfnVia(t *testing.T, via front, files map[string]string, renderArgs ...string) (*admitfn, string) {
+	t.Helper()
+	a, dir, _ := startAdmitfnVia(t, via, files, k8sName(t), nil, renderArgs...)
 	return a, dir
 }
 
@@ -106,6 +112,12 @@ func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
 // validating one after edit, when given) and waits until they are in force.
 func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), renderArgs ...string) (*admitfn, string, func()) {
 	t.Helper()
+	return startAdmitfnVia(t, viaServer, files, name, edit, renderArgs...)
+}
+
+// startAdmitfnVia is startAdmitfn through the given front.
+func startAdmitfnVia(t *testing.T, via front, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), renderArgs ...string) (*admitfn, string, func()) {
+	t.Helper()
 	files["zz-sentinel.yaml"] = sentinel(name)
 	mutating := false
 	for _, content := range files {
@@ -115,7 +127,12 @@ func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(
 		files["zz-sentinel-mutating.yaml"] = mutatingSentinel(name)
 	}
 	dir := writeBundle(t, files)
-	a := kube.serve(t, dir, "")
+	var a *admitfn
+	if via == viaLambda {
+		a = kube.serveLambda(t, dir)
+	} else {
+		a = kube.serve(t, dir, "")
+	}
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
 	if edit != nil {
 		edit(cfg.validating)
