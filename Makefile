@@ -20,7 +20,7 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit e2e e2e-deps etcd kube-apiserver lint fmt build lambda bench clean
+.PHONY: run test unit e2e e2e-deps etcd kube-apiserver lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
@@ -59,6 +59,14 @@ build: ## static binaries in bin/
 
 lambda: ## dist/lambda/admitfn-{arm64,amd64}.zip: a static, reproducible bootstrap for provided.al2023
 	$(GO) run ./hack/lambdazip -dir dist/lambda arm64 amd64
+
+gcf: ## dist/gcf/admitfn-source.zip: Cloud Functions source, dependencies vendored, POLICIES in policies/
+	$(GO) run ./hack/gcfsource -o dist/gcf/admitfn-source.zip -policies $(POLICIES)
+
+PORT             ?= 8080
+ADMITFN_POLICIES ?= $(POLICIES)
+run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$(PORT), as Cloud Functions would
+	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn $(GO) run ./functions/gcp/cmd
 
 bench: ## Go benchmarks; read the ratios, not the absolute times
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $$($(GO) list ./... | grep -v /e2e)

@@ -1,0 +1,98 @@
+// Package gcp is admitfn's Google Cloud Function (gen2): its init registers
+// the HTTP function EntryPoint with functions-framework-go, after building
+// the engine once for the instance. Cloud Functions builds it from the source
+// zip of `make gcf`, whose root package imports this one.
+//
+// Configuration, from the environment:
+//
+//	ADMITFN_POLICIES      policy bundle directory (default: policies, in the
+//	                      working directory: the root of the uploaded source)
+//	ADMITFN_LOG_LEVEL     debug, info, warn or error (default info)
+//	GOOGLE_CLOUD_PROJECT  the project, to name traces in log lines
+package gcp
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/adapters/gcf"
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/functions/internal/bundle"
+)
+
+// EntryPoint is the function's name: `--entry-point` of
+// `gcloud functions deploy`, and FUNCTION_TARGET for local runs.
+const EntryPoint = "Admitfn"
+
+func init() {
+	h, err := newHandler(os.Getenv, os.Stdout)
+	if err != nil {
+		// A bundle that does not load keeps the instance from starting, so
+		// a bad deploy fails and the serving revision stays.
+		fmt.Fprintf(os.Stderr, "{\"severity\":\"CRITICAL\",\"message\":%q}\n", "admitfn cannot start: "+err.Error())
+		os.Exit(1)
+	}
+	functions.HTTP(EntryPoint, h.ServeHTTP)
+}
+
+func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, error) {
+	start := time.Now()
+	log, err := newLogger(getenv("ADMITFN_LOG_LEVEL"), stdout)
+	if err != nil {
+		return nil, err
+	}
+	dir := getenv("ADMITFN_POLICIES")
+	if dir == "" {
+		dir = "policies"
+	}
+	eng, b, err := bundle.Load(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	policies, bindings := bundle.Counts(b)
+	log.Info().Str("policies", dir).Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).
+		Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	return gcf.New(httpadapter.New(eng, log), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+}
+
+// newLogger writes Cloud Logging's structured lines: `severity` in upper
+// case, `message`, `time` in RFC 3339.
+func newLogger(level string, w io.Writer) (zerolog.Logger, error) {
+	if level == "" {
+		level = "info"
+	}
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || lvl == zerolog.NoLevel {
+		return zerolog.Logger{}, fmt.Errorf("invalid log level %q: want debug, info, warn or error", level)
+	}
+	zerolog.LevelFieldName = "severity"
+	zerolog.LevelFieldMarshalFunc = severity
+	zerolog.TimestampFieldName = "time"
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// severity names zerolog's levels as Cloud Logging's LogSeverity.
+func severity(l zerolog.Level) string {
+	switch l {
+	case zerolog.TraceLevel, zerolog.DebugLevel:
+		return "DEBUG"
+	case zerolog.InfoLevel:
+		return "INFO"
+	case zerolog.WarnLevel:
+		return "WARNING"
+	case zerolog.ErrorLevel:
+		return "ERROR"
+	case zerolog.FatalLevel:
+		return "CRITICAL"
+	case zerolog.PanicLevel:
+		return "ALERT"
+	default:
+		return "DEFAULT"
+	}
+}

@@ -1,0 +1,204 @@
+// Package gcfsource writes the source zip Cloud Functions builds the Go
+// function from: go.mod at its root, a root package that imports the
+// function (Cloud Functions builds the package at the source root), the
+// module's packages the function needs, every dependency vendored so the
+// build needs nothing but the zip, and the policy bundle in policies/.
+package gcfsource
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Module is this repository's module path.
+const Module = "github.com/admitfn/admitfn"
+
+// Function is the package that registers the function; LocalRunner is the
+// functions-framework runner for local runs.
+const (
+	Function    = Module + "/functions/gcp"
+	LocalRunner = Function + "/cmd"
+)
+
+const rootPackage = `// Package function is the root of admitfn's Cloud Functions source: Cloud
+// Functions builds the package at the root of the uploaded source, and this
+// one registers the function (entry point Admitfn) by importing it.
+package function
+
+import _ "github.com/admitfn/admitfn/functions/gcp"
+`
+
+var epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Write stages the source from the module at repo with the bundle in
+// policies and writes the zip to w.
+func Write(ctx context.Context, repo, policies string, w io.Writer) error {
+	stage, err := os.MkdirTemp("", "admitfn-gcf-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	if err := Stage(ctx, repo, policies, stage); err != nil {
+		return err
+	}
+	return zipDir(stage, w)
+}
+
+// Stage lays the source out in the empty directory dir.
+func Stage(ctx context.Context, repo, policies, dir string) error {
+	pkgs, err := modulePackages(ctx, repo)
+	if err != nil {
+		return err
+	}
+	for _, p := range pkgs {
+		rel, err := filepath.Rel(repo, p.Dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range append(p.GoFiles, p.EmbedFiles...) {
+			if err := copyFile(filepath.Join(p.Dir, f), filepath.Join(dir, rel, f)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if err := copyFile(filepath.Join(repo, f), filepath.Join(dir, f)); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "function.go"), []byte(rootPackage), 0o644); err != nil {
+		return err
+	}
+	if err := copyBundle(policies, filepath.Join(dir, "policies")); err != nil {
+		return err
+	}
+	return goCmd(ctx, dir, "mod", "vendor")
+}
+
+type goPackage struct {
+	ImportPath, Dir     string
+	GoFiles, EmbedFiles []string
+	Module              *struct{ Path string }
+}
+
+// modulePackages lists this module's packages the function and its local
+// runner import (tests excluded).
+func modulePackages(ctx context.Context, repo string) ([]goPackage, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=ImportPath,Dir,GoFiles,EmbedFiles,Module", LocalRunner)
+	cmd.Dir = repo
+	cmd.Env = goEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %v", exitDetail(err))
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			return nil, err
+		}
+		if p.Module != nil && p.Module.Path == Module {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs, nil
+}
+
+// copyBundle copies the bundle's policy files (.yaml, .yml, .json).
+func copyBundle(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml", ".json":
+			rel, err := filepath.Rel(from, path)
+			if err != nil {
+				return err
+			}
+			return copyFile(path, filepath.Join(to, rel))
+		}
+		return nil
+	})
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}
+
+func goEnv() []string {
+	return append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+}
+
+func goCmd(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = goEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func exitDetail(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return fmt.Sprintf("%v\n%s", err, ee.Stderr)
+	}
+	return err.Error()
+}
+
+// zipDir writes dir's files in path order, dated epoch, so one source
+// gives one zip.
+func zipDir(dir string, w io.Writer) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	zw := zip.NewWriter(w)
+	for _, path := range files {
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		hdr := &zip.FileHeader{Name: filepath.ToSlash(rel), Method: zip.Deflate, Modified: epoch}
+		hdr.SetMode(0o644)
+		f, err := zw.CreateHeader(hdr)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
+}
