@@ -21,12 +21,15 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +57,7 @@ type cluster struct {
 	serverBin string
 	cliBin    string
 	lambdaBin string // functions/aws built as `make lambda` builds it
+	gcfBin    string // functions/gcp's functions-framework runner
 	procs     []*exec.Cmd
 }
 
@@ -115,7 +119,8 @@ func envOr(k, def string) string {
 func (c *cluster) build() error {
 	c.serverBin = filepath.Join(c.dir, "admitfn-server")
 	c.cliBin = filepath.Join(c.dir, "admitfn")
-	for bin, pkg := range map[string]string{c.serverBin: "../functions/server", c.cliBin: "../cmd/admitfn"} {
+	c.gcfBin = filepath.Join(c.dir, "admitfn-gcf")
+	for bin, pkg := range map[string]string{c.serverBin: "../functions/server", c.cliBin: "../cmd/admitfn", c.gcfBin: "../functions/gcp/cmd"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
@@ -437,16 +442,20 @@ func (a *admitfn) Write(p []byte) (int, error) {
 
 // reviewed reports whether admitfn logged a review with this decision, and,
 // behind the Lambda front, that it came as a Function URL invocation with a
-// request id.
+// request id, and behind the Cloud Run front, with the request's trace.
 func (a *admitfn) reviewed(via front, decision string) bool {
 	for _, line := range strings.Split(a.Logs(), "\n") {
 		var m struct {
 			Message, Decision, Trigger, RequestID string
+			Trace                                 string `json:"logging.googleapis.com/trace"`
 		}
 		if json.Unmarshal([]byte(line), &m) != nil || m.Message != "review" || m.Decision != decision {
 			continue
 		}
-		if via != viaLambda || (m.Trigger == "function-url" && m.RequestID != "") {
+		switch {
+		case via == viaLambda && (m.Trigger != "function-url" || m.RequestID == ""):
+		case via == viaGCF && !strings.HasPrefix(m.Trace, "projects/e2e/traces/"):
+		default:
 			return true
 		}
 	}
@@ -459,16 +468,68 @@ type front string
 const (
 	viaServer front = "server" // functions/server over HTTPS
 	viaLambda front = "lambda" // the Lambda bootstrap behind a Function URL front
+	viaGCF    front = "gcf"    // the Cloud Function in functions-framework-go behind a TLS front
 )
 
 // fronts are the ways a scenario that must hold on every platform runs.
-var fronts = []front{viaServer, viaLambda}
+var fronts = []front{viaServer, viaLambda, viaGCF}
 
 // eachFront runs scenario once per front, as subtests named after it.
 func eachFront(t *testing.T, scenario func(t *testing.T, via front)) {
 	for _, via := range fronts {
 		t.Run(string(via), func(t *testing.T) { scenario(t, via) })
 	}
+}
+
+// serveGCF runs the Cloud Function through functions-framework-go on
+// bundleDir, behind an HTTPS reverse proxy standing in for Cloud Run's
+// front end (which terminates TLS and adds X-Cloud-Trace-Context). It is
+// stopped when the test ends.
+func (c *cluster) serveGCF(t *testing.T, bundleDir string) *admitfn {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.gcfBin)
+	cmd.Env = []string{"LOCAL_ONLY=true", fmt.Sprintf("PORT=%d", port), "FUNCTION_TARGET=Admitfn", "ADMITFN_POLICIES=" + bundleDir, "GOOGLE_CLOUD_PROJECT=e2e", "K_SERVICE=admitfn"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	a := &admitfn{}
+	cmd.Stdout, cmd.Stderr = a, a
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.stops = append(a.stops, func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	t.Cleanup(a.stop)
+	backend := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitFor(30*time.Second, func() error { return httpOK(http.DefaultClient, backend+"/readyz", "") }); err != nil {
+		t.Fatalf("the Cloud Function did not start: %v\n%s", err, a.Logs())
+	}
+
+	target, _ := url.Parse(backend)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var traces atomic.Int64
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		direct(r)
+		r.Header.Set("X-Cloud-Trace-Context", fmt.Sprintf("%032x/%d;o=1", traces.Add(1), traces.Load()))
+	}
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	a.stops = append([]func(){func() { srv.Close() }}, a.stops...)
+	a.addr = ln.Addr().String()
+	return a
 }
 
 // lambdaInstances is how many instances of the function poll the Runtime

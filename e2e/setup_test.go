@@ -128,9 +128,12 @@ func startAdmitfnVia(t *testing.T, via front, files map[string]string, name stri
 	}
 	dir := writeBundle(t, files)
 	var a *admitfn
-	if via == viaLambda {
+	switch via {
+	case viaLambda:
 		a = kube.serveLambda(t, dir)
-	} else {
+	case viaGCF:
+		a = kube.serveGCF(t, dir)
+	default:
 		a = kube.serve(t, dir, "")
 	}
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
