@@ -5,8 +5,8 @@
 //
 // Configuration, from the environment:
 //
-//	ADMITFN_POLICIES      policy bundle directory (default: policies, in the
-//	                      working directory: the root of the uploaded source)
+//	ADMITFN_POLICIES      policy bundle directory (default: the policies/ of
+//	                      the uploaded source)
 //	ADMITFN_LOG_LEVEL     debug, info, warn or error (default info)
 //	GOOGLE_CLOUD_PROJECT  the project, to name traces in log lines
 package gcp
@@ -48,7 +48,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	}
 	dir := getenv("ADMITFN_POLICIES")
 	if dir == "" {
-		dir = "policies"
+		dir = defaultPolicies()
 	}
 	eng, b, err := bundle.Load(dir, log)
 	if err != nil {
@@ -58,6 +58,18 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	log.Info().Str("policies", dir).Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).
 		Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	return gcf.New(httpadapter.New(eng, log), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+}
+
+// defaultPolicies is the policies/ directory of the uploaded source: Cloud
+// Functions' Go builder leaves the source in serverless_function_source_code
+// under the function's working directory; a local run starts in the source
+// root itself.
+func defaultPolicies() string {
+	const deployed = "serverless_function_source_code/policies"
+	if fi, err := os.Stat(deployed); err == nil && fi.IsDir() {
+		return deployed
+	}
+	return "policies"
 }
 
 // newLogger writes Cloud Logging's structured lines: `severity` in upper

@@ -192,11 +192,11 @@ func freePort(t *testing.T) string {
 
 // serve starts the built function in the unpacked source directory, as
 // Cloud Functions runs it, and waits until it answers.
-func serve(t *testing.T, env ...string) (base string, logs *syncBuffer) {
+func serve(t *testing.T, dir string, env ...string) (base string, logs *syncBuffer) {
 	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(fnBin)
-	cmd.Dir = srcDir
+	cmd.Dir = dir
 	cmd.Env = append([]string{"PORT=" + port, "FUNCTION_TARGET=Admitfn", "K_SERVICE=admitfn", "GOOGLE_CLOUD_PROJECT=demo-project"}, env...)
 	logs = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -226,7 +226,7 @@ func serve(t *testing.T, env ...string) (base string, logs *syncBuffer) {
 }
 
 func TestFunctionAnswersReviews(t *testing.T) {
-	base, logs := serve(t)
+	base, logs := serve(t, srcDir)
 	golden := func(name string) any {
 		b, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata", name+".response.json"))
 		if err != nil {
@@ -320,6 +320,19 @@ func TestFunctionAnswersReviews(t *testing.T) {
 	}
 	if reviews != 6 { // the unknown route is answered before a review starts
 		t.Errorf("%d review lines:\n%s", reviews, logs)
+	}
+}
+
+func TestBundleOfTheDeployedSource(t *testing.T) {
+	// On Cloud Functions the uploaded source sits in
+	// serverless_function_source_code/ of the working directory.
+	work := t.TempDir()
+	if err := os.Symlink(srcDir, filepath.Join(work, "serverless_function_source_code")); err != nil {
+		t.Fatal(err)
+	}
+	_, logs := serve(t, work)
+	if !strings.Contains(logs.String(), `"policies":"serverless_function_source_code/policies","bundle":`) {
+		t.Errorf("the function did not load the shipped bundle:\n%s", logs)
 	}
 }
 
