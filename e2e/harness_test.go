@@ -517,6 +517,14 @@ func (c *cluster) serveGCF(t *testing.T, bundleDir string) *admitfn {
 		direct(r)
 		r.Header.Set("X-Cloud-Trace-Context", fmt.Sprintf("%032x/%d;o=1", traces.Add(1), traces.Load()))
 	}
+	c.front(t, a, proxy)
+	return a
+}
+
+// front serves h over HTTPS with admitfn's serving certificate on
+// 127.0.0.1, as a's address; it stops first when a stops.
+func (c *cluster) front(t *testing.T, a *admitfn, h http.Handler) {
+	t.Helper()
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -525,11 +533,10 @@ func (c *cluster) serveGCF(t *testing.T, bundleDir string) *admitfn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	a.stops = append([]func(){func() { srv.Close() }}, a.stops...)
 	a.addr = ln.Addr().String()
-	return a
 }
 
 // lambdaInstances is how many instances of the function poll the Runtime
@@ -590,21 +597,7 @@ func (c *cluster) serveLambda(t *testing.T, bundleDir string) *admitfn {
 		}
 	}
 
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{
-		Handler:           &lambdatest.FunctionURL{Function: api, Timeout: 9 * time.Second, URLID: "e2eadmitfnurlid0123456789abcdef", Region: "eu-west-1"},
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go srv.Serve(ln)
-	a.stops = append([]func(){func() { srv.Close() }}, a.stops...)
-	a.addr = ln.Addr().String()
+	c.front(t, a, &lambdatest.FunctionURL{Function: api, Timeout: 9 * time.Second, URLID: "e2eadmitfnurlid0123456789abcdef", Region: "eu-west-1"})
 	return a
 }
 

@@ -20,7 +20,6 @@ import (
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
 )
 
@@ -28,11 +27,7 @@ var update = flag.Bool("update", false, "rewrite the golden responses in testdat
 
 func examplesHandler(t *testing.T, logs *bytes.Buffer) *Handler {
 	t.Helper()
-	b, err := policy.LoadFS(os.DirFS("../../policies/examples"), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(b, validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,39 +19,18 @@ import (
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/syncbuf"
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestThroughTheFramework serves the examples through functions-framework-go's
 // own server, on 127.0.0.1, with the function registered at "/".
 func TestThroughTheFramework(t *testing.T) {
-	b, err := policy.LoadFS(os.DirFS("../../policies/examples"), ".")
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(b, validate.NewCompiler())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := zerolog.New(logs)
 	h := New(httpadapter.New(eng, log), log, "demo-project")
 	if err := funcframework.RegisterHTTPFunctionContext(context.Background(), "/", h.ServeHTTP); err != nil {

@@ -215,11 +215,7 @@ func TestProbes(t *testing.T) {
 
 // The example bundle through the handler, compared with golden responses.
 func TestGoldenReviews(t *testing.T) {
-	b, err := policy.LoadFS(os.DirFS("../../policies/examples"), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(b, validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -69,6 +70,19 @@ type Result struct {
 	// FailedPolicies had a failed validation, a failed mutation or an error
 	// (whatever their validationActions or failurePolicy made of it).
 	FailedPolicies []string
+}
+
+// Load parses the bundle under dir in fsys and builds its engine.
+func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Bundle, error) {
+	b, err := policy.LoadFS(fsys, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := New(b, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, b, nil
 }
 
 // New compiles every policy of b. A bundle with any compile error is rejected

@@ -27,6 +27,7 @@ import (
 	"github.com/admitfn/admitfn/adapters/awslambda"
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
+	"github.com/admitfn/admitfn/functions/internal/logging"
 )
 
 func main() {
@@ -73,12 +74,9 @@ func newLogger(getenv func(string) string, w io.Writer) (zerolog.Logger, error) 
 	if name == "" {
 		name = strings.ToLower(getenv("AWS_LAMBDA_LOG_LEVEL"))
 	}
-	if name == "" {
-		name = "info"
-	}
-	level, err := zerolog.ParseLevel(name)
-	if err != nil || level == zerolog.NoLevel {
-		return zerolog.Logger{}, fmt.Errorf("invalid log level %q: want debug, info, warn or error", name)
+	level, err := logging.Level(name)
+	if err != nil {
+		return zerolog.Logger{}, err
 	}
 	zerolog.TimestampFieldName = "timestamp"
 	zerolog.TimeFieldFormat = time.RFC3339Nano

@@ -23,6 +23,7 @@ import (
 	"github.com/admitfn/admitfn/adapters/gcf"
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
+	"github.com/admitfn/admitfn/functions/internal/logging"
 )
 
 // EntryPoint is the function's name: `--entry-point` of
@@ -75,12 +76,9 @@ func defaultPolicies() string {
 // newLogger writes Cloud Logging's structured lines: `severity` in upper
 // case, `message`, `time` in RFC 3339.
 func newLogger(level string, w io.Writer) (zerolog.Logger, error) {
-	if level == "" {
-		level = "info"
-	}
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || lvl == zerolog.NoLevel {
-		return zerolog.Logger{}, fmt.Errorf("invalid log level %q: want debug, info, warn or error", level)
+	lvl, err := logging.Level(level)
+	if err != nil {
+		return zerolog.Logger{}, err
 	}
 	zerolog.LevelFieldName = "severity"
 	zerolog.LevelFieldMarshalFunc = severity

@@ -21,6 +21,7 @@ import (
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
+	"github.com/admitfn/admitfn/functions/internal/logging"
 )
 
 func main() {
@@ -76,9 +77,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	level, err := zerolog.ParseLevel(cfg.logLevel)
+	level, err := logging.Level(cfg.logLevel)
 	if err != nil {
-		return fmt.Errorf("invalid log level %q", cfg.logLevel)
+		return err
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()

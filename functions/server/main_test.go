@@ -20,37 +20,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
 const examples = "../../policies/examples"
 
-// syncBuffer collects the server's log lines across goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // start runs the server until the test ends and returns its address.
-func start(t *testing.T, args []string, env map[string]string) (addr string, logs *syncBuffer) {
+func start(t *testing.T, args []string, env map[string]string) (addr string, logs *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs = &syncBuffer{}
+	logs = &syncbuf.Buffer{}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -189,7 +172,7 @@ func TestConfig(t *testing.T) {
 			t.Errorf("parseConfig(%v) accepted", args)
 		}
 	}
-	if err := run(context.Background(), []string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard, nil); err == nil || err.Error() != `invalid log level "loud"` {
+	if err := run(context.Background(), []string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard, nil); err == nil || err.Error() != `invalid log level "loud": want debug, info, warn or error` {
 		t.Errorf("bad log level: %v", err)
 	}
 }
@@ -229,7 +212,7 @@ func TestProcess(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", examples)
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@
 package gcfsource
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,9 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
-	"time"
+
+	"github.com/admitfn/admitfn/internal/zipfile"
 )
 
 // Module is this repository's module path.
@@ -38,8 +37,6 @@ package function
 
 import _ "github.com/admitfn/admitfn/functions/gcp"
 `
-
-var epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Write stages the source from the module at repo with the bundle in
 // policies and writes the zip to w.
@@ -166,39 +163,23 @@ func exitDetail(err error) string {
 	return err.Error()
 }
 
-// zipDir writes dir's files in path order, dated epoch, so one source
-// gives one zip.
+// zipDir writes dir's files as a reproducible archive.
 func zipDir(dir string, w io.Writer) error {
-	var files []string
+	var entries []zipfile.Entry
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, path)
+		if err != nil || d.IsDir() {
+			return err
 		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	zw := zip.NewWriter(w)
-	for _, path := range files {
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
 			return err
 		}
 		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		hdr := &zip.FileHeader{Name: filepath.ToSlash(rel), Method: zip.Deflate, Modified: epoch}
-		hdr.SetMode(0o644)
-		f, err := zw.CreateHeader(hdr)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			return err
-		}
+		entries = append(entries, zipfile.Entry{Name: filepath.ToSlash(rel), Mode: 0o644, Data: data})
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return zw.Close()
+	return zipfile.Write(w, entries)
 }

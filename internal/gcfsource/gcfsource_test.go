@@ -15,10 +15,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
 // buildpackMain is what Cloud Functions' Go builder generates around a
@@ -163,23 +164,6 @@ func TestSourceLayout(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -192,13 +176,13 @@ func freePort(t *testing.T) string {
 
 // serve starts the built function in the unpacked source directory, as
 // Cloud Functions runs it, and waits until it answers.
-func serve(t *testing.T, dir string, env ...string) (base string, logs *syncBuffer) {
+func serve(t *testing.T, dir string, env ...string) (base string, logs *syncbuf.Buffer) {
 	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(fnBin)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PORT=" + port, "FUNCTION_TARGET=Admitfn", "K_SERVICE=admitfn", "GOOGLE_CLOUD_PROJECT=demo-project"}, env...)
-	logs = &syncBuffer{}
+	logs = &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -4,7 +4,6 @@
 package lambdabuild
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -12,7 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
+
+	"github.com/admitfn/admitfn/internal/zipfile"
 )
 
 // Package is the function's Go package.
@@ -22,10 +22,6 @@ const Package = "github.com/admitfn/admitfn/functions/aws"
 // runtimes use the Runtime API only), no paths, VCS stamps or build ids
 // that would make two builds of one source differ, no symbol tables.
 var Flags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}
-
-// epoch is the modification time of every zip entry (the zip format's
-// earliest date), so the archive does not depend on when it was built.
-var epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Build compiles pkg for linux/goarch with Flags into binary.
 func Build(ctx context.Context, pkg, goarch, binary string) error {
@@ -45,17 +41,7 @@ func Zip(w io.Writer, binary string) error {
 	if err != nil {
 		return err
 	}
-	zw := zip.NewWriter(w)
-	hdr := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate, Modified: epoch}
-	hdr.SetMode(0o755)
-	f, err := zw.CreateHeader(hdr)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return zw.Close()
+	return zipfile.Write(w, []zipfile.Entry{{Name: "bootstrap", Mode: 0o755, Data: data}})
 }
 
 // BuildZip builds pkg for goarch and writes the zip to out; it returns the

@@ -16,11 +16,7 @@ import (
 // Load compiles the bundle in directory dir and logs the policy groups it
 // serves, one line each.
 func Load(dir string, log zerolog.Logger) (*engine.Engine, *policy.Bundle, error) {
-	b, err := policy.LoadFS(os.DirFS(dir), ".")
-	if err != nil {
-		return nil, nil, fmt.Errorf("load %s: %w", dir, err)
-	}
-	eng, err := engine.New(b, validate.NewCompiler())
+	eng, b, err := engine.Load(os.DirFS(dir), ".", validate.NewCompiler())
 	if err != nil {
 		return nil, nil, fmt.Errorf("load %s: %w", dir, err)
 	}
