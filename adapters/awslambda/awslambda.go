@@ -41,8 +41,8 @@ type Trigger string
 
 const (
 	FunctionURL Trigger = "function-url" // payload 2.0 from a Lambda Function URL
-	HTTPAPI     Trigger = "http-api"     // payload 2.0 from an API Gateway HTTP API
-	RESTAPI     Trigger = "rest-api"     // payload 1.0 from an API Gateway REST API (or an HTTP API set to 1.0)
+	HTTPAPI     Trigger = "http-api"     // payload 2.0 or 1.0 from an API Gateway HTTP API
+	RESTAPI     Trigger = "rest-api"     // payload 1.0 from an API Gateway REST API
 )
 
 // EventError is the function error for an invocation that is no HTTP event:
@@ -114,6 +114,9 @@ func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 			return nil, &EventError{Reason: "malformed payload 1.0 event: " + err.Error()}
 		}
 		trigger = RESTAPI
+		if ev.RequestContext.APIID != "" && s.Version == "1.0" {
+			trigger = HTTPAPI // REST API events carry no version
+		}
 		req, err = fromV1(&ev)
 		encode = encodeV1
 	default:

@@ -105,7 +105,7 @@ func TestGoldenEvents(t *testing.T) {
 			// The response format follows the trigger: REST APIs get
 			// multiValueHeaders, payload 2.0 triggers headers.
 			_, multi := got["multiValueHeaders"]
-			if multi != strings.HasPrefix(name, "rest-api") {
+			if multi != (strings.HasPrefix(name, "rest-api") || strings.HasPrefix(name, "http-api-v1")) {
 				t.Errorf("multiValueHeaders present = %v for %s", multi, name)
 			}
 			// Every line of the invocation carries its request id and trigger.
@@ -136,6 +136,7 @@ func TestGoldenReviewsMatchTheServer(t *testing.T) {
 		"http-api-custom-domain-pull-policy": "mutate-pull-policy-v1beta1",
 		"rest-api-allow-v1beta1":             "basic-allow-v1beta1",
 		"rest-api-custom-domain-audit":       "audit-annotations",
+		"http-api-v1-stage-deny":             "basic-deny",
 	} {
 		lambdaGolden, err := os.ReadFile(filepath.Join("testdata", event+".response.json"))
 		if err != nil {
