@@ -47,6 +47,7 @@ var (
 	source  []byte // the zip
 	srcDir  string // the zip unpacked in an empty directory
 	fnBin   string // the function built from it as Cloud Functions would
+	runner  string // the local runner built from it
 	repoDir string
 )
 
@@ -87,10 +88,11 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	fnBin = filepath.Join(tmp, "function")
+	runner = filepath.Join(tmp, "runner")
 	for _, args := range [][]string{
 		{"build", "-trimpath", "./..."},
 		{"build", "-trimpath", "-o", fnBin, "./zzbuildpack"},
-		{"build", "-trimpath", "-o", filepath.Join(tmp, "runner"), "./functions/gcp/cmd"},
+		{"build", "-trimpath", "-o", runner, "./functions/gcp/cmd"},
 	} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = srcDir
@@ -178,10 +180,15 @@ func freePort(t *testing.T) string {
 // Cloud Functions runs it, and waits until it answers.
 func serve(t *testing.T, dir string, env ...string) (base string, logs *syncbuf.Buffer) {
 	t.Helper()
+	return serveWith(t, fnBin, dir, append([]string{"FUNCTION_TARGET=Admitfn"}, env...)...)
+}
+
+func serveWith(t *testing.T, bin, dir string, env ...string) (base string, logs *syncbuf.Buffer) {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(fnBin)
+	cmd := exec.Command(bin)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PORT=" + port, "FUNCTION_TARGET=Admitfn", "K_SERVICE=admitfn", "GOOGLE_CLOUD_PROJECT=demo-project"}, env...)
+	cmd.Env = append([]string{"PORT=" + port, "K_SERVICE=admitfn", "GOOGLE_CLOUD_PROJECT=demo-project"}, env...)
 	logs = &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -304,6 +311,32 @@ func TestFunctionAnswersReviews(t *testing.T) {
 	}
 	if reviews != 6 { // the unknown route is answered before a review starts
 		t.Errorf("%d review lines:\n%s", reviews, logs)
+	}
+}
+
+func TestLocalRunnerFromTheSource(t *testing.T) {
+	// The documented local run: the runner in the unpacked source, on
+	// 127.0.0.1, FUNCTION_TARGET defaulting to the entry point.
+	base, logs := serveWith(t, runner, srcDir, "LOCAL_ONLY=true")
+	if !strings.Contains(logs.String(), "serving Admitfn on 127.0.0.1:") {
+		t.Errorf("runner output:\n%s", logs)
+	}
+	body, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/warn.request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(base+"/validate?timeout=10s", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	golden, _ := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/warn.response.json"))
+	var g, w any
+	json.Unmarshal(got, &g)
+	json.Unmarshal(golden, &w)
+	if resp.StatusCode != 200 || !reflect.DeepEqual(g, w) {
+		t.Errorf("HTTP %d %s", resp.StatusCode, got)
 	}
 }
 
