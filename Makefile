@@ -20,15 +20,18 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit e2e e2e-deps etcd kube-apiserver lint fmt build lambda gcf run-gcf bench clean
+.PHONY: run test unit policy-test e2e e2e-deps etcd kube-apiserver lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
-test: lint unit e2e ## everything CI runs
+test: lint unit policy-test e2e ## everything CI runs
 
 unit: ## Go tests, with the race detector
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+policy-test: ## admitfn test: the test cases beside every bundle under policies/
+	$(GO) run ./cmd/admitfn test policies
 
 e2e: e2e-deps ## admitfn behind a real kube-apiserver and etcd
 	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 30m ./e2e/

@@ -15,13 +15,14 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `admitfn serves Kubernetes ValidatingAdmissionPolicies from a function.
+const usage = `admitfn serves Kubernetes ValidatingAdmissionPolicies and MutatingAdmissionPolicies from a function.
 
 Usage:
   admitfn <command> [flags]
 
 Commands:
-  render   print the ValidatingWebhookConfiguration that points kube-apiserver at the function
+  render   print the webhook configurations that point kube-apiserver at the function
+  test     run the test cases beside a bundle's policies
 
 Run 'admitfn <command> -h' for a command's flags.
 `
@@ -36,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "render":
 		err = renderCmd(args[1:], stdout, stderr)
+	case "test":
+		err = testCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -50,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errTestsFailed):
+		return 1
 	default:
 		fmt.Fprintf(stderr, "admitfn %s: %v\n", args[0], err)
 		return 1

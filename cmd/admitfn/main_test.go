@@ -107,7 +107,7 @@ func TestRenderErrors(t *testing.T) {
 	if code := run([]string{"render", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Usage: admitfn render -url") {
 		t.Errorf("render -h: exit %d %s", code, stderr.String())
 	}
-	if code := run([]string{"help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "render   print the ValidatingWebhookConfiguration") {
+	if code := run([]string{"help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "render   print the webhook configurations") {
 		t.Errorf("help: exit %d %s", code, stdout.String())
 	}
 }

@@ -83,7 +83,8 @@ func (e Errors) Error() string {
 }
 
 // LoadFS reads every .yaml, .yml and .json file under dir in fsys (recursively,
-// skipping hidden files and directories) and parses them as one bundle.
+// skipping hidden files and directories, and test files) and parses them as
+// one bundle.
 func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
 	var sources []Source
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
@@ -120,9 +121,16 @@ func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
 func isManifest(name string) bool {
 	switch path.Ext(name) {
 	case ".yaml", ".yml", ".json":
-		return true
+		return !IsTestFile(name)
 	}
 	return false
+}
+
+// IsTestFile reports whether name is an `admitfn test` file (*_test.yaml,
+// *_test.yml): test files sit beside the policies and are not part of the
+// bundle.
+func IsTestFile(name string) bool {
+	return strings.HasSuffix(name, "_test.yaml") || strings.HasSuffix(name, "_test.yml")
 }
 
 // Parse builds a bundle from sources. It returns Errors listing every problem

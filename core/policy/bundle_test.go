@@ -198,6 +198,8 @@ func TestLoadFS(t *testing.T) {
 		"empty/notes.txt":        {Data: []byte("nothing")},
 		"bundle/sub/.swap.yml":   {Data: []byte("garbage: [")},
 		"bundle/sub/kustom.yaml": {Data: []byte("# comments only\n")},
+		"bundle/a_test.yaml":     {Data: []byte("cases: [{name: c}]\n")}, // admitfn test files are not bundle documents
+		"bundle/sub/b_test.yml":  {Data: []byte("cases: []\n")},
 	}
 	b, err := LoadFS(fsys, "bundle")
 	if err != nil {

@@ -1,0 +1,611 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// testFile is a file of test cases for one bundle (README "Testing
+// policies").
+type testFile struct {
+	// Policies is the bundle directory, relative to the test file; by
+	// default the test file's own directory.
+	Policies string `json:"policies,omitempty"`
+	// Namespaces gives the labels of the namespaces cases use, for bindings
+	// with a namespaceSelector.
+	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
+	Cases      []testCase                   `json:"cases"`
+}
+
+type testCase struct {
+	Name        string                       `json:"name"`
+	Operation   admissionv1.Operation        `json:"operation,omitempty"`
+	Namespace   string                       `json:"namespace,omitempty"`
+	Object      map[string]any               `json:"object,omitempty"`
+	OldObject   map[string]any               `json:"oldObject,omitempty"`
+	Resource    *metav1.GroupVersionResource `json:"resource,omitempty"`
+	SubResource string                       `json:"subResource,omitempty"`
+	UserInfo    authenticationv1.UserInfo    `json:"userInfo,omitempty"`
+	DryRun      bool                         `json:"dryRun,omitempty"`
+	Expect      expectation                  `json:"expect"`
+}
+
+// expectation is what a case must produce. allowed is required; message and
+// code are checked when given; warnings and auditAnnotations always (absent
+// means none); object, when given, must be contained in the object after
+// every mutation.
+type expectation struct {
+	Allowed          *bool             `json:"allowed"`
+	Message          *string           `json:"message,omitempty"`
+	Code             *int32            `json:"code,omitempty"`
+	Warnings         []string          `json:"warnings,omitempty"`
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
+	Object           map[string]any    `json:"object,omitempty"`
+}
+
+// outcome is what the bundle's webhooks, called as kube-apiserver calls
+// them, made of a case.
+type outcome struct {
+	Allowed          bool              `json:"allowed"`
+	Message          string            `json:"message,omitempty"`
+	Code             int32             `json:"code,omitempty"`
+	Warnings         []string          `json:"warnings,omitempty"`
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
+	Object           map[string]any    `json:"object,omitempty"`
+}
+
+type caseResult struct {
+	File     string   `json:"file"`
+	Name     string   `json:"name"`
+	Passed   bool     `json:"passed"`
+	Failures []string `json:"failures,omitempty"`
+	Outcome  *outcome `json:"outcome,omitempty"`
+	Millis   float64  `json:"durationMs"`
+}
+
+func testCmd(args []string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("test", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	output := fset.String("o", "text", "output format: text or json")
+	run := fset.String("run", "", "run only the cases whose FILE/NAME matches this regular expression")
+	fset.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: admitfn test [flags] DIR...
+
+Runs the test cases in every *_test.yaml file under each DIR against the
+policy bundle each file names (by default the bundle in its own directory).
+Each case is an admission request, sent to the bundle's webhooks as
+kube-apiserver sends it: mutating webhooks first (reinvoked once when
+reinvocationPolicy is IfNeeded), then validating webhooks on the mutated
+object. It passes when the outcome is what the case expects.
+
+Prints one line per case and, for a failure, what differs; exits 1 when a
+case fails. See README "Testing policies" for the file format.
+
+Flags:
+`)
+		fset.PrintDefaults()
+	}
+	if err := fset.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "-o must be text or json, not %q\n", *output)
+		return errUsage
+	}
+	if fset.NArg() == 0 {
+		fmt.Fprintln(stderr, "admitfn test: name at least one directory")
+		return errUsage
+	}
+	filter, err := regexp.Compile(*run)
+	if err != nil {
+		fmt.Fprintf(stderr, "-run: %v\n", err)
+		return errUsage
+	}
+
+	var files []string
+	for _, dir := range fset.Args() {
+		found, err := findTestFiles(dir)
+		if err != nil {
+			return err
+		}
+		files = append(files, found...)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no *_test.yaml files under %s", strings.Join(fset.Args(), ", "))
+	}
+
+	engines := map[string]*engine.Engine{}
+	var results []caseResult
+	for _, file := range files {
+		tf, err := readTestFile(file)
+		if err != nil {
+			return err
+		}
+		dir := tf.Policies
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(filepath.Dir(file), dir)
+		}
+		eng, ok := engines[dir]
+		if !ok {
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return fmt.Errorf("%s: policies %s: not a directory", file, dir)
+			}
+			if eng, _, err = engine.Load(os.DirFS(dir), ".", validate.NewCompiler()); err != nil {
+				return fmt.Errorf("%s: policies %s: %w", file, dir, err)
+			}
+			engines[dir] = eng
+		}
+		for i := range tf.Cases {
+			c := &tf.Cases[i]
+			if !filter.MatchString(file + "/" + c.Name) {
+				continue
+			}
+			start := time.Now()
+			res := caseResult{File: file, Name: c.Name}
+			got, err := play(context.Background(), eng, tf, c)
+			if err != nil {
+				res.Failures = []string{err.Error()}
+			} else {
+				res.Outcome = got
+				res.Failures = compare(c.Expect, got)
+			}
+			res.Passed = len(res.Failures) == 0
+			res.Millis = float64(time.Since(start).Microseconds()) / 1000
+			results = append(results, res)
+		}
+	}
+
+	failed := 0
+	for _, r := range results {
+		if !r.Passed {
+			failed++
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Passed int          `json:"passed"`
+			Failed int          `json:"failed"`
+			Cases  []caseResult `json:"cases"`
+		}{len(results) - failed, failed, results}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			status := "ok  "
+			if !r.Passed {
+				status = "FAIL"
+			}
+			fmt.Fprintf(stdout, "%s %s: %s\n", status, r.File, r.Name)
+			for _, f := range r.Failures {
+				fmt.Fprintf(stdout, "       %s\n", strings.ReplaceAll(f, "\n", "\n       "))
+			}
+		}
+		if failed > 0 {
+			fmt.Fprintf(stdout, "FAIL: %d of %s failed\n", failed, cases(len(results)))
+		} else {
+			fmt.Fprintf(stdout, "PASS: %s\n", cases(len(results)))
+		}
+	}
+	if failed > 0 {
+		return errTestsFailed
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no case matches -run %q", *run)
+	}
+	return nil
+}
+
+func cases(n int) string {
+	if n == 1 {
+		return "1 case"
+	}
+	return fmt.Sprintf("%d cases", n)
+}
+
+// errTestsFailed exits 1 without a further message: the output said it.
+var errTestsFailed = errors.New("test cases failed")
+
+func findTestFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && policy.IsTestFile(d.Name()) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+func readTestFile(path string) (*testFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tf testFile
+	if err := yaml.UnmarshalStrict(data, &tf); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(tf.Cases) == 0 {
+		return nil, fmt.Errorf("%s: no cases", path)
+	}
+	names := map[string]bool{}
+	for i, c := range tf.Cases {
+		where := fmt.Sprintf("%s: cases[%d]", path, i)
+		switch {
+		case c.Name == "":
+			return nil, fmt.Errorf("%s: name is required", where)
+		case names[c.Name]:
+			return nil, fmt.Errorf("%s: name %q is used twice", where, c.Name)
+		case c.Expect.Allowed == nil:
+			return nil, fmt.Errorf("%s (%s): expect.allowed is required", where, c.Name)
+		}
+		names[c.Name] = true
+		op := c.Operation
+		if op == "" {
+			op = admissionv1.Create
+		}
+		switch op {
+		case admissionv1.Create, admissionv1.Update, admissionv1.Connect:
+			if c.Object == nil {
+				return nil, fmt.Errorf("%s (%s): %s needs object", where, c.Name, op)
+			}
+		case admissionv1.Delete:
+			if c.OldObject == nil {
+				return nil, fmt.Errorf("%s (%s): DELETE needs oldObject", where, c.Name)
+			}
+		default:
+			return nil, fmt.Errorf("%s (%s): operation %q: want CREATE, UPDATE, DELETE or CONNECT", where, c.Name, c.Operation)
+		}
+		if op == admissionv1.Update && c.OldObject == nil {
+			return nil, fmt.Errorf("%s (%s): UPDATE needs oldObject", where, c.Name)
+		}
+		tf.Cases[i].Operation = op
+	}
+	return &tf, nil
+}
+
+// play sends c to the bundle's webhooks as kube-apiserver would: each
+// webhook whose namespaceSelector matches is called (the function itself
+// applies every other criterion); mutating ones first, in order, those
+// with reinvocationPolicy IfNeeded once more if a later one changed the
+// object; then the validating ones on the final object.
+func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase) (*outcome, error) {
+	obj := c.Object
+	out := &outcome{Allowed: true}
+	nsLabels := labels.Set(tf.Namespaces[namespaceOf(c)])
+
+	type called struct {
+		g       *policy.Group
+		version int
+	}
+	version := 0
+	var ifNeeded []called
+	call := func(g *policy.Group) (bool, error) {
+		if g.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
+			if err != nil {
+				return false, err
+			}
+			if !sel.Matches(nsLabels) {
+				return true, nil
+			}
+		}
+		req, err := request(c, obj)
+		if err != nil {
+			return false, err
+		}
+		res, err := eng.Review(ctx, g.Route(), req)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", g.Path(), err)
+		}
+		out.Warnings = append(out.Warnings, res.Response.Warnings...)
+		for k, v := range res.Response.AuditAnnotations {
+			if out.AuditAnnotations == nil {
+				out.AuditAnnotations = map[string]string{}
+			}
+			out.AuditAnnotations[k] = v
+		}
+		if !res.Response.Allowed {
+			out.Allowed = false
+			if s := res.Response.Result; s != nil {
+				out.Message, out.Code = s.Message, s.Code
+			}
+			return false, nil
+		}
+		if len(res.Response.Patch) > 0 {
+			if obj, err = applyPatch(obj, res.Response.Patch); err != nil {
+				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
+			}
+			version++
+		}
+		return true, nil
+	}
+
+	groups := eng.Groups()
+	if c.Operation != admissionv1.Delete {
+		for _, g := range groups {
+			if g.Type != policy.Mutating {
+				continue
+			}
+			ok, err := call(g)
+			if err != nil || !ok {
+				return out, err
+			}
+			if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+				ifNeeded = append(ifNeeded, called{g, version})
+			}
+		}
+		for _, cl := range ifNeeded {
+			if version == cl.version {
+				continue // nothing changed the object since this webhook saw it
+			}
+			ok, err := call(cl.g)
+			if err != nil || !ok {
+				return out, err
+			}
+		}
+	}
+	for _, g := range groups {
+		if g.Type != policy.Validating {
+			continue
+		}
+		ok, err := call(g)
+		if err != nil || !ok {
+			return out, err
+		}
+	}
+	if c.Operation != admissionv1.Delete {
+		out.Object = obj
+	}
+	return out, nil
+}
+
+func namespaceOf(c *testCase) string {
+	if c.Namespace != "" {
+		return c.Namespace
+	}
+	for _, o := range []map[string]any{c.Object, c.OldObject} {
+		if md, ok := o["metadata"].(map[string]any); ok {
+			if ns, ok := md["namespace"].(string); ok {
+				return ns
+			}
+		}
+	}
+	return ""
+}
+
+// request is the AdmissionRequest kube-apiserver would send for c with the
+// object as it stands, decoded as the function decodes it.
+func request(c *testCase, obj map[string]any) (*review.Request, error) {
+	src := obj
+	if src == nil {
+		src = c.OldObject
+	}
+	apiVersion, _ := src["apiVersion"].(string)
+	kind, _ := src["kind"].(string)
+	if apiVersion == "" || kind == "" {
+		return nil, fmt.Errorf("the object needs apiVersion and kind")
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("object apiVersion %q: %w", apiVersion, err)
+	}
+	gvk := gv.WithKind(kind)
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	if c.Resource != nil {
+		gvr = schema.GroupVersionResource(*c.Resource)
+	}
+	name := ""
+	if md, ok := src["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	req := admissionv1.AdmissionRequest{
+		UID:         "00000000-0000-4000-8000-000000000000",
+		Kind:        metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:    metav1.GroupVersionResource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
+		SubResource: c.SubResource,
+		Name:        name,
+		Namespace:   namespaceOf(c),
+		Operation:   c.Operation,
+		UserInfo:    c.UserInfo,
+		DryRun:      &c.DryRun,
+	}
+	req.RequestKind, req.RequestResource, req.RequestSubResource = &req.Kind, &req.Resource, req.SubResource
+	body, err := json.Marshal(struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Request    map[string]any `json:"request"`
+	}{"admission.k8s.io/v1", "AdmissionReview", requestMap(&req, obj, c.OldObject)})
+	if err != nil {
+		return nil, err
+	}
+	return review.Decode(body)
+}
+
+func requestMap(req *admissionv1.AdmissionRequest, obj, old map[string]any) map[string]any {
+	raw, _ := json.Marshal(req) // plain API types: cannot fail
+	var m map[string]any
+	json.Unmarshal(raw, &m)
+	if obj != nil && req.Operation != admissionv1.Delete {
+		m["object"] = obj
+	}
+	if old != nil {
+		m["oldObject"] = old
+	}
+	return m
+}
+
+func applyPatch(obj map[string]any, patch []byte) (map[string]any, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	if raw, err = p.Apply(raw); err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	return out, d.Decode(&out)
+}
+
+// compare lists how got differs from want, one readable line each.
+func compare(want expectation, got *outcome) []string {
+	var diffs []string
+	if *want.Allowed != got.Allowed {
+		d := fmt.Sprintf("allowed: got %v, want %v", got.Allowed, *want.Allowed)
+		if !got.Allowed {
+			d += fmt.Sprintf(" (denied with %q)", got.Message)
+		}
+		diffs = append(diffs, d)
+	}
+	if want.Message != nil && *want.Message != got.Message {
+		diffs = append(diffs, fmt.Sprintf("message:\n  got:  %q\n  want: %q", got.Message, *want.Message))
+	}
+	if want.Code != nil && *want.Code != got.Code {
+		diffs = append(diffs, fmt.Sprintf("code: got %d, want %d", got.Code, *want.Code))
+	}
+	if !reflect.DeepEqual(nonNil(want.Warnings), nonNil(got.Warnings)) {
+		diffs = append(diffs, fmt.Sprintf("warnings:\n  got:  %s\n  want: %s", quoteAll(got.Warnings), quoteAll(want.Warnings)))
+	}
+	if !reflect.DeepEqual(mapOrEmpty(want.AuditAnnotations), mapOrEmpty(got.AuditAnnotations)) {
+		diffs = append(diffs, fmt.Sprintf("auditAnnotations:\n  got:  %s\n  want: %s", jsonText(got.AuditAnnotations), jsonText(want.AuditAnnotations)))
+	}
+	if want.Object != nil {
+		diffs = append(diffs, contains("object", normalise(want.Object), normalise(got.Object))...)
+	}
+	return diffs
+}
+
+// contains lists where got does not hold what want has: maps may have more
+// keys; lists and scalars must be equal (lists element by element).
+func contains(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: got %s, want an object", path, jsonText(got))}
+		}
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var diffs []string
+		for _, k := range keys {
+			gv, ok := g[k]
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("%s.%s: missing, want %s", path, k, jsonText(w[k])))
+				continue
+			}
+			diffs = append(diffs, contains(path+"."+k, w[k], gv)...)
+		}
+		return diffs
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: got %s, want %s", path, jsonText(got), jsonText(want))}
+		}
+		var diffs []string
+		for i := range w {
+			diffs = append(diffs, contains(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return diffs
+	default:
+		if !reflect.DeepEqual(want, got) {
+			return []string{fmt.Sprintf("%s: got %s, want %s", path, jsonText(got), jsonText(want))}
+		}
+		return nil
+	}
+}
+
+// normalise gives YAML- and JSON-decoded values one shape (float64
+// numbers).
+func normalise(v map[string]any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	json.Unmarshal(raw, &out)
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func mapOrEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func quoteAll(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	q := make([]string, len(s))
+	for i, w := range s {
+		q[i] = fmt.Sprintf("%q", w)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func jsonText(v any) string {
+	if m, ok := v.(map[string]string); ok && len(m) == 0 {
+		return "none"
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}

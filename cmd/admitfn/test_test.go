@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testOutput = `ok   testdata/tests/bundle/replicas_test.yaml: five replicas in prod are denied
+ok   testdata/tests/bundle/replicas_test.yaml: five replicas elsewhere are allowed
+ok   testdata/tests/bundle/replicas_test.yaml: two replicas in prod are annotated and labelled
+FAIL testdata/tests/failing/wrong_test.yaml: wrong expectations
+       allowed: got true, want false
+       message:
+         got:  ""
+         want: "denied"
+       warnings:
+         got:  none
+         want: ["careful"]
+       auditAnnotations:
+         got:  {"replicas.test.admitfn.io_replicas":"2"}
+         want: none
+       object.metadata.labels.owner: got "alice", want "bob"
+       object.metadata.labels.team: missing, want "x"
+       object.spec.replicas: got 2, want [2]
+ok   testdata/tests/failing/wrong_test.yaml: right expectations
+FAIL: 1 of 5 cases failed
+`
+
+func TestTestCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"test", "testdata/tests"}, &stdout, &stderr); code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr.String())
+	}
+	if stdout.String() != testOutput {
+		t.Errorf("output:\n%s\nwant:\n%s", stdout.String(), testOutput)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+
+	// -run selects cases by FILE/NAME.
+	stdout.Reset()
+	if code := run([]string{"test", "-run", "bundle/.*prod", "testdata/tests"}, &stdout, &stderr); code != 0 {
+		t.Errorf("-run: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "ok   testdata/tests/bundle/replicas_test.yaml: five replicas in prod are denied\nok   testdata/tests/bundle/replicas_test.yaml: two replicas in prod are annotated and labelled\nPASS: 2 cases\n"; stdout.String() != want {
+		t.Errorf("-run output:\n%s", stdout.String())
+	}
+
+	// -o json for CI.
+	stdout.Reset()
+	if code := run([]string{"test", "-o", "json", "testdata/tests"}, &stdout, &stderr); code != 1 {
+		t.Errorf("-o json: exit %d", code)
+	}
+	var report struct {
+		Passed, Failed int
+		Cases          []struct {
+			File, Name string
+			Passed     bool
+			Failures   []string
+			Outcome    struct {
+				Allowed bool
+				Message string
+				Code    int32
+				Object  map[string]any
+			}
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, stdout.String())
+	}
+	if report.Passed != 4 || report.Failed != 1 || len(report.Cases) != 5 {
+		t.Fatalf("report %+v", report)
+	}
+	first := report.Cases[0]
+	if first.File != "testdata/tests/bundle/replicas_test.yaml" || !first.Passed || first.Outcome.Allowed || first.Outcome.Code != 403 ||
+		first.Outcome.Message != "ValidatingAdmissionPolicy 'replicas.test.admitfn.io' with binding 'replicas-prod' denied request: at most 3 replicas, got 5" {
+		t.Errorf("first case %+v", first)
+	}
+	if wrong := report.Cases[3]; wrong.Passed || len(wrong.Failures) != 7 {
+		t.Errorf("failing case %+v", wrong)
+	}
+}
+
+func TestTestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Dir(p)
+	}
+	bundle, err := filepath.Abs("testdata/tests/bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := "object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 1}}"
+	for _, tc := range []struct {
+		name, file, content string
+		code                int
+		inStderr            string
+	}{
+		{"unknown field", "a/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true, alowed: false}\n  " + deploy + "\n", 1, `x_test.yaml: error unmarshaling JSON: while decoding JSON: json: unknown field "alowed"`},
+		{"no allowed", "b/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {}\n  " + deploy + "\n", 1, "x_test.yaml: cases[0] (c): expect.allowed is required"},
+		{"no object", "c/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true}\n", 1, "x_test.yaml: cases[0] (c): CREATE needs object"},
+		{"bad operation", "d/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  operation: PATCH\n  expect: {allowed: true}\n  " + deploy + "\n", 1, `cases[0] (c): operation "PATCH": want CREATE, UPDATE, DELETE or CONNECT`},
+		{"duplicate names", "e/x_test.yaml", "policies: " + bundle + "\ncases:\n- {name: c, expect: {allowed: true}, " + deploy + "}\n- {name: c, expect: {allowed: true}, " + deploy + "}\n", 1, `cases[1]: name "c" is used twice`},
+		{"no cases", "f/x_test.yaml", "policies: " + bundle + "\n", 1, "x_test.yaml: no cases"},
+		{"bad bundle", "g/x_test.yaml", "policies: /nonexistent\ncases:\n- name: c\n  expect: {allowed: true}\n  " + deploy + "\n", 1, "x_test.yaml: policies /nonexistent: not a directory"},
+		{"no test files", "h/policy.yaml", "kind: Nothing\n", 1, "no *_test.yaml files under"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := write(tc.file, tc.content)
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"test", d}, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.inStderr) {
+				t.Errorf("exit %d, stderr %q; want %d with %q", code, stderr.String(), tc.code, tc.inStderr)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"test"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "name at least one directory") {
+		t.Errorf("no args: exit %d %s", code, stderr.String())
+	}
+	if code := run([]string{"test", "-o", "xml", "testdata/tests"}, &stdout, &stderr); code != 2 {
+		t.Errorf("-o xml: exit %d", code)
+	}
+	if code := run([]string{"test", "-run", "nothing-matches", "testdata/tests"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `no case matches -run "nothing-matches"`) {
+		t.Errorf("-run without matches: exit %d %s", code, stderr.String())
+	}
+}
+
+func TestLoaderSkipsTestFiles(t *testing.T) {
+	// The bundle directory holds replicas_test.yaml: render must not read it.
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"render", "-policies", "testdata/tests/bundle", "-url", "https://fn.example.com"}, &stdout, &stderr); code != 0 {
+		t.Errorf("render: exit %d %s", code, stderr.String())
+	}
+}
