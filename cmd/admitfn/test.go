@@ -521,7 +521,8 @@ func compare(want expectation, got *outcome) []string {
 }
 
 // contains lists where got does not hold what want has: maps may have more
-// keys; lists and scalars must be equal (lists element by element).
+// keys, and a key whose wanted value is null must be absent; lists and
+// scalars must be equal (lists element by element).
 func contains(path string, want, got any) []string {
 	switch w := want.(type) {
 	case map[string]any:
@@ -537,6 +538,12 @@ func contains(path string, want, got any) []string {
 		var diffs []string
 		for _, k := range keys {
 			gv, ok := g[k]
+			if w[k] == nil { // null: the field must be absent
+				if ok && gv != nil {
+					diffs = append(diffs, fmt.Sprintf("%s.%s: got %s, want it absent", path, k, jsonText(gv)))
+				}
+				continue
+			}
 			if !ok {
 				diffs = append(diffs, fmt.Sprintf("%s.%s: missing, want %s", path, k, jsonText(w[k])))
 				continue

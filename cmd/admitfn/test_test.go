@@ -23,6 +23,7 @@ FAIL testdata/tests/failing/wrong_test.yaml: wrong expectations
        auditAnnotations:
          got:  {"replicas.test.admitfn.io_replicas":"2"}
          want: none
+       object.kind: got "Deployment", want it absent
        object.metadata.labels.owner: got "alice", want "bob"
        object.metadata.labels.team: missing, want "x"
        object.spec.replicas: got 2, want [2]
@@ -81,7 +82,7 @@ func TestTestCommand(t *testing.T) {
 		first.Outcome.Message != "ValidatingAdmissionPolicy 'replicas.test.admitfn.io' with binding 'replicas-prod' denied request: at most 3 replicas, got 5" {
 		t.Errorf("first case %+v", first)
 	}
-	if wrong := report.Cases[3]; wrong.Passed || len(wrong.Failures) != 7 {
+	if wrong := report.Cases[3]; wrong.Passed || len(wrong.Failures) != 8 {
 		t.Errorf("failing case %+v", wrong)
 	}
 }
