@@ -236,6 +236,7 @@ rules:
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/24",
+		"--allow-privileged", // as on real clusters: Pod Security decides, not a blanket ban
 		"--audit-policy-file", auditPolicy, "--audit-log-path", c.auditLog, "--audit-log-format", "json",
 		"--audit-log-mode", "blocking",
 		"--runtime-config", "admissionregistration.k8s.io/v1beta1=true",
