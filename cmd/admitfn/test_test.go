@@ -12,6 +12,7 @@ import (
 const testOutput = `ok   testdata/tests/bundle/replicas_test.yaml: five replicas in prod are denied
 ok   testdata/tests/bundle/replicas_test.yaml: five replicas elsewhere are allowed
 ok   testdata/tests/bundle/replicas_test.yaml: two replicas in prod are annotated and labelled
+ok   testdata/tests/bundle/replicas_test.yaml: kube-system is not sent to the webhooks
 FAIL testdata/tests/failing/wrong_test.yaml: wrong expectations
        allowed: got true, want false
        message:
@@ -28,7 +29,7 @@ FAIL testdata/tests/failing/wrong_test.yaml: wrong expectations
        object.metadata.labels.team: missing, want "x"
        object.spec.replicas: got 2, want [2]
 ok   testdata/tests/failing/wrong_test.yaml: right expectations
-FAIL: 1 of 5 cases failed
+FAIL: 1 of 6 cases failed
 `
 
 func TestTestCommand(t *testing.T) {
@@ -41,6 +42,13 @@ func TestTestCommand(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+
+	// kube-system reaches the webhooks when the configuration says so.
+	stdout.Reset()
+	if code := run([]string{"test", "-include-kube-system", "-run", "kube-system", "testdata/tests"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stdout.String(), `object.metadata.labels: got {"owner":"alice"}, want it absent`) {
+		t.Errorf("-include-kube-system: exit %d\n%s", code, stdout.String())
 	}
 
 	// -run selects cases by FILE/NAME.
@@ -74,7 +82,7 @@ func TestTestCommand(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, stdout.String())
 	}
-	if report.Passed != 4 || report.Failed != 1 || len(report.Cases) != 5 {
+	if report.Passed != 5 || report.Failed != 1 || len(report.Cases) != 6 {
 		t.Fatalf("report %+v", report)
 	}
 	first := report.Cases[0]
@@ -82,7 +90,7 @@ func TestTestCommand(t *testing.T) {
 		first.Outcome.Message != "ValidatingAdmissionPolicy 'replicas.test.admitfn.io' with binding 'replicas-prod' denied request: at most 3 replicas, got 5" {
 		t.Errorf("first case %+v", first)
 	}
-	if wrong := report.Cases[3]; wrong.Passed || len(wrong.Failures) != 8 {
+	if wrong := report.Cases[4]; wrong.Passed || len(wrong.Failures) != 8 {
 		t.Errorf("failing case %+v", wrong)
 	}
 }
