@@ -30,7 +30,8 @@ test: lint unit policy-test e2e ## everything CI runs
 unit: ## Go tests, with the race detector
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-policy-test: ## admitfn test: the test cases beside every bundle under policies/
+policy-test: ## admitfn lint and admitfn test on every bundle under policies/
+	$(GO) run ./cmd/admitfn lint policies/examples policies/library/*/
 	$(GO) run ./cmd/admitfn test policies
 
 e2e: e2e-deps ## admitfn behind a real kube-apiserver and etcd

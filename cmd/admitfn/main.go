@@ -23,6 +23,7 @@ Usage:
 Commands:
   render   print the webhook configurations that point kube-apiserver at the function
   test     run the test cases beside a bundle's policies
+  lint     type-check a bundle's expressions and warn about what a function cannot do
 
 Run 'admitfn <command> -h' for a command's flags.
 `
@@ -39,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = renderCmd(args[1:], stdout, stderr)
 	case "test":
 		err = testCmd(args[1:], stdout, stderr)
+	case "lint":
+		err = lintCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -53,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
-	case errors.Is(err, errTestsFailed):
+	case errors.Is(err, errTestsFailed), errors.Is(err, errLintFailed):
 		return 1
 	default:
 		fmt.Fprintf(stderr, "admitfn %s: %v\n", args[0], err)

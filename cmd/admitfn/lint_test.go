@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestLintCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"lint", "testdata/lint"}, &stdout, &stderr); code != 1 {
+		t.Errorf("exit %d, want 1: %s", code, stderr.String())
+	}
+	want := `testdata/lint/policy.yaml: document 1: error: ValidatingAdmissionPolicy replicas.lint.admitfn.io: spec.validations[0].expression: apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'
+   | object.spec.replicaz <= 3
+   | ...........^
+testdata/lint/policy.yaml: document 1: warning: ValidatingAdmissionPolicy replicas.lint.admitfn.io: spec.validations[1].expression: namespaceObject.metadata.labels: a function is not sent the namespace, so namespaceObject holds only metadata.name; select on namespace labels with the binding's namespaceSelector
+1 error, 1 warning
+`
+	if stdout.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+
+	// Warnings alone pass; a bundle that does not load fails.
+	stdout.Reset()
+	if code := run([]string{"lint", "../../policies/examples", "../../policies/library/pod-security"}, &stdout, &stderr); code != 0 || !strings.HasSuffix(stdout.String(), "0 errors, 2 warnings\n") {
+		t.Errorf("examples: exit %d\n%s", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"lint", "testdata/nonexistent"}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String(), "testdata/nonexistent: read policy bundle") {
+		t.Errorf("missing bundle: exit %d\n%s", code, stdout.String())
+	}
+	if code := run([]string{"lint"}, &stdout, &stderr); code != 2 {
+		t.Errorf("no args: exit %d", code)
+	}
+}

@@ -1,0 +1,181 @@
+// Package lint reviews a loaded bundle beyond what loading checks: it
+// type-checks ValidatingAdmissionPolicy expressions against the schemas of
+// the built-in kinds they match (kube-apiserver's status.typeChecking), and
+// warns about what works differently, or not at all, in a function.
+package lint
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/admitfn/admitfn/core/policy"
+)
+
+// Severity says whether a finding fails the lint.
+type Severity string
+
+const (
+	Error   Severity = "error"   // the expression is wrong for the objects it will see
+	Warning Severity = "warning" // it works, differently than one may think
+)
+
+// Finding is one problem, located in the bundle.
+type Finding struct {
+	Severity Severity
+	Origin   policy.Origin
+	Object   string // "ValidatingAdmissionPolicy replicas.example.com"
+	Field    string // "spec.validations[0].expression"; empty for the whole object
+	Message  string
+}
+
+func (f Finding) String() string {
+	where := f.Object
+	if f.Field != "" {
+		where += ": " + f.Field
+	}
+	if f.Origin.File == "" {
+		return fmt.Sprintf("%s: %s: %s", f.Severity, where, f.Message)
+	}
+	return fmt.Sprintf("%s: %s: %s: %s", f.Origin, f.Severity, where, f.Message)
+}
+
+// MaxGroups is how many webhook groups a bundle may need before lint warns:
+// each group is a webhook kube-apiserver calls on its own.
+const MaxGroups = 4
+
+// Bundle lints b.
+func Bundle(b *policy.Bundle) []Finding {
+	mapper := restMapper(scheme.Scheme)
+	tc := &validating.TypeChecker{SchemaResolver: &builtins{scheme: scheme.Scheme, cache: map[schema.GroupVersionKind]*spec.Schema{}}, RestMapper: mapper}
+	var out []Finding
+	for _, p := range b.Policies {
+		at := func(sev Severity, field, msg string) {
+			out = append(out, Finding{sev, b.Origin("ValidatingAdmissionPolicy", p.Name), "ValidatingAdmissionPolicy " + p.Name, field, msg})
+		}
+		for _, w := range tc.Check(p) {
+			at(Error, w.FieldRef, strings.TrimSpace(w.Warning))
+		}
+		checkRules(p.Spec.MatchConstraints, mapper, at)
+		for _, e := range validatingExpressions(p) {
+			checkExpression(e.field, e.expression, at)
+		}
+	}
+	for _, p := range b.MutatingPolicies {
+		at := func(sev Severity, field, msg string) {
+			out = append(out, Finding{sev, b.Origin("MutatingAdmissionPolicy", p.Name), "MutatingAdmissionPolicy " + p.Name, field, msg})
+		}
+		for _, e := range mutatingExpressions(p) {
+			checkExpression(e.field, e.expression, at)
+		}
+	}
+	if n := len(b.Groups()) + len(b.MutatingGroups()); n > MaxGroups {
+		out = append(out, Finding{Severity: Warning, Object: "bundle", Message: fmt.Sprintf(
+			"the bindings' selectors, failure policies and reinvocation policies make %d webhook groups: kube-apiserver calls the function once per matching group; bindings that share selectors share a group", n)})
+	}
+	return out
+}
+
+type expression struct{ field, expression string }
+
+func validatingExpressions(p *admissionregistrationv1.ValidatingAdmissionPolicy) []expression {
+	var out []expression
+	for i, v := range p.Spec.Variables {
+		out = append(out, expression{fmt.Sprintf("spec.variables[%d].expression", i), v.Expression})
+	}
+	for i, m := range p.Spec.MatchConditions {
+		out = append(out, expression{fmt.Sprintf("spec.matchConditions[%d].expression", i), m.Expression})
+	}
+	for i, v := range p.Spec.Validations {
+		out = append(out, expression{fmt.Sprintf("spec.validations[%d].expression", i), v.Expression})
+		if v.MessageExpression != "" {
+			out = append(out, expression{fmt.Sprintf("spec.validations[%d].messageExpression", i), v.MessageExpression})
+		}
+	}
+	for i, a := range p.Spec.AuditAnnotations {
+		out = append(out, expression{fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), a.ValueExpression})
+	}
+	return out
+}
+
+func mutatingExpressions(p *admissionregistrationv1.MutatingAdmissionPolicy) []expression {
+	var out []expression
+	for i, v := range p.Spec.Variables {
+		out = append(out, expression{fmt.Sprintf("spec.variables[%d].expression", i), v.Expression})
+	}
+	for i, m := range p.Spec.MatchConditions {
+		out = append(out, expression{fmt.Sprintf("spec.matchConditions[%d].expression", i), m.Expression})
+	}
+	for i, m := range p.Spec.Mutations {
+		switch {
+		case m.ApplyConfiguration != nil:
+			out = append(out, expression{fmt.Sprintf("spec.mutations[%d].applyConfiguration.expression", i), m.ApplyConfiguration.Expression})
+		case m.JSONPatch != nil:
+			out = append(out, expression{fmt.Sprintf("spec.mutations[%d].jsonPatch.expression", i), m.JSONPatch.Expression})
+		}
+	}
+	return out
+}
+
+var (
+	authorizerRef = regexp.MustCompile(`\bauthorizer\b`)
+	// namespaceObject and the field path after it.
+	namespaceRef = regexp.MustCompile(`\bnamespaceObject((?:\.\??[A-Za-z_][A-Za-z0-9_]*)*)`)
+)
+
+// checkExpression warns about variables that a function has only in part.
+func checkExpression(field, expr string, at func(Severity, string, string)) {
+	if authorizerRef.MatchString(expr) {
+		at(Warning, field, "admitfn has no authorizer (kube-apiserver authorizes, the function cannot): every authorizer check fails, and the failure policy decides")
+	}
+	for _, m := range namespaceRef.FindAllStringSubmatch(expr, -1) {
+		path := strings.ReplaceAll(m[1], "?", "")
+		if !strings.HasPrefix(path, ".metadata.name") {
+			at(Warning, field, fmt.Sprintf("namespaceObject%s: a function is not sent the namespace, so namespaceObject holds only metadata.name; select on namespace labels with the binding's namespaceSelector", m[1]))
+		}
+	}
+}
+
+// checkRules warns about rules the type checker cannot use: wildcards, and
+// resources that are not built in (custom resources: their schemas live in
+// the cluster).
+func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapper, at func(Severity, string, string)) {
+	if mr == nil {
+		return
+	}
+	for i, r := range mr.ResourceRules {
+		field := fmt.Sprintf("spec.matchConstraints.resourceRules[%d]", i)
+		wild := func(s []string) bool {
+			for _, v := range s {
+				if strings.Contains(v, "*") {
+					return true
+				}
+			}
+			return false
+		}
+		if wild(r.APIGroups) || wild(r.APIVersions) || wild(r.Resources) {
+			at(Warning, field, "wildcards: the expressions are not type-checked for the kinds this rule matches")
+			continue
+		}
+		for _, g := range r.APIGroups {
+			for _, v := range r.APIVersions {
+				for _, res := range r.Resources {
+					if strings.Contains(res, "/") {
+						continue
+					}
+					gvr := schema.GroupVersionResource{Group: g, Version: v, Resource: res}
+					if _, err := mapper.KindFor(gvr); err != nil {
+						at(Warning, field, fmt.Sprintf("%s is not a built-in resource: the expressions are not type-checked against it", gvr))
+					}
+				}
+			}
+		}
+	}
+}
