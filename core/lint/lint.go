@@ -85,14 +85,21 @@ func Bundle(b *policy.Bundle) []Finding {
 
 type expression struct{ field, expression string }
 
-func validatingExpressions(p *admissionregistrationv1.ValidatingAdmissionPolicy) []expression {
+// headExpressions are the variables and match conditions both kinds of
+// policy have.
+func headExpressions(vars []admissionregistrationv1.Variable, conds []admissionregistrationv1.MatchCondition) []expression {
 	var out []expression
-	for i, v := range p.Spec.Variables {
+	for i, v := range vars {
 		out = append(out, expression{fmt.Sprintf("spec.variables[%d].expression", i), v.Expression})
 	}
-	for i, m := range p.Spec.MatchConditions {
+	for i, m := range conds {
 		out = append(out, expression{fmt.Sprintf("spec.matchConditions[%d].expression", i), m.Expression})
 	}
+	return out
+}
+
+func validatingExpressions(p *admissionregistrationv1.ValidatingAdmissionPolicy) []expression {
+	out := headExpressions(p.Spec.Variables, p.Spec.MatchConditions)
 	for i, v := range p.Spec.Validations {
 		out = append(out, expression{fmt.Sprintf("spec.validations[%d].expression", i), v.Expression})
 		if v.MessageExpression != "" {
@@ -106,13 +113,7 @@ func validatingExpressions(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 }
 
 func mutatingExpressions(p *admissionregistrationv1.MutatingAdmissionPolicy) []expression {
-	var out []expression
-	for i, v := range p.Spec.Variables {
-		out = append(out, expression{fmt.Sprintf("spec.variables[%d].expression", i), v.Expression})
-	}
-	for i, m := range p.Spec.MatchConditions {
-		out = append(out, expression{fmt.Sprintf("spec.matchConditions[%d].expression", i), m.Expression})
-	}
+	out := headExpressions(p.Spec.Variables, p.Spec.MatchConditions)
 	for i, m := range p.Spec.Mutations {
 		switch {
 		case m.ApplyConfiguration != nil:
