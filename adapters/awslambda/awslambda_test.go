@@ -21,6 +21,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/lambdatest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden responses in testdata/")
@@ -50,15 +51,9 @@ func invoke(t *testing.T, h lambda.Handler, requestID string, timeout time.Durat
 // body decoded when it is JSON, so reviews read and compare structurally.
 func readable(t *testing.T, out []byte) map[string]any {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatalf("response %s: %v", out, err)
-	}
-	if body, ok := m["body"].(string); ok {
-		var v any
-		if json.Unmarshal([]byte(body), &v) == nil {
-			m["body"] = v
-		}
+	m, err := lambdatest.Readable(out)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return m
 }

@@ -187,6 +187,9 @@ Flags:
 		}
 	}
 
+	if len(results) == 0 {
+		return fmt.Errorf("no case matches -run %q", *run)
+	}
 	failed := 0
 	for _, r := range results {
 		if !r.Passed {
@@ -222,9 +225,6 @@ Flags:
 	}
 	if failed > 0 {
 		return errTestsFailed
-	}
-	if len(results) == 0 {
-		return fmt.Errorf("no case matches -run %q", *run)
 	}
 	return nil
 }

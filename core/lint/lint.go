@@ -153,14 +153,6 @@ func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapp
 	}
 	for i, r := range mr.ResourceRules {
 		field := fmt.Sprintf("spec.matchConstraints.resourceRules[%d]", i)
-		wild := func(s []string) bool {
-			for _, v := range s {
-				if strings.Contains(v, "*") {
-					return true
-				}
-			}
-			return false
-		}
 		if wild(r.APIGroups) || wild(r.APIVersions) || wild(r.Resources) {
 			at(Warning, field, "wildcards: the expressions are not type-checked for the kinds this rule matches")
 			continue
@@ -179,4 +171,13 @@ func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapp
 			}
 		}
 	}
+}
+
+func wild(values []string) bool {
+	for _, v := range values {
+		if strings.Contains(v, "*") {
+			return true
+		}
+	}
+	return false
 }

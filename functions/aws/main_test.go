@@ -123,15 +123,9 @@ func goldenResponse(t *testing.T, name string) map[string]any {
 
 func readable(t *testing.T, payload []byte) map[string]any {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(payload, &m); err != nil {
-		t.Fatalf("response %s: %v", payload, err)
-	}
-	if body, ok := m["body"].(string); ok {
-		var v any
-		if json.Unmarshal([]byte(body), &v) == nil {
-			m["body"] = v
-		}
+	m, err := lambdatest.Readable(payload)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return m
 }

@@ -181,3 +181,20 @@ func writeResponse(w http.ResponseWriter, payload []byte) {
 	w.WriteHeader(*res.StatusCode)
 	w.Write(body)
 }
+
+// Readable decodes an HTTP event response, with its body decoded too when
+// it is JSON, so responses read and compare structurally (golden files hold
+// this form).
+func Readable(payload []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return nil, fmt.Errorf("response %s: %w", payload, err)
+	}
+	if body, ok := m["body"].(string); ok {
+		var v any
+		if json.Unmarshal([]byte(body), &v) == nil {
+			m["body"] = v
+		}
+	}
+	return m, nil
+}
