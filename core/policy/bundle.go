@@ -86,6 +86,16 @@ func (e Errors) Error() string {
 // skipping hidden files and directories, and test files) and parses them as
 // one bundle.
 func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
+	sources, err := ReadFS(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(sources)
+}
+
+// ReadFS returns the files of the bundle under dir in fsys, as LoadFS reads
+// them, named by their path relative to dir.
+func ReadFS(fsys fs.FS, dir string) ([]Source, error) {
 	var sources []Source
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -98,7 +108,7 @@ func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
 			}
 			return nil
 		}
-		if d.IsDir() || !isManifest(name) {
+		if d.IsDir() || !IsBundleFile(name) {
 			return nil
 		}
 		data, err := fs.ReadFile(fsys, p)
@@ -115,10 +125,13 @@ func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
 	if len(sources) == 0 {
 		return nil, fmt.Errorf("read policy bundle: no .yaml, .yml or .json files in %q", dir)
 	}
-	return Parse(sources)
+	return sources, nil
 }
 
-func isManifest(name string) bool {
+// IsBundleFile reports whether a file of this name is part of a bundle: a
+// .yaml, .yml or .json file that is not a test file. (Hidden files and
+// directories are not either; that is the caller's walk to skip.)
+func IsBundleFile(name string) bool {
 	switch path.Ext(name) {
 	case ".yaml", ".yml", ".json":
 		return !IsTestFile(name)
@@ -140,7 +153,7 @@ func Parse(sources []Source) (*Bundle, error) {
 	sources = append([]Source(nil), sources...)
 	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
 
-	b := &Bundle{Origins: map[string]Origin{}, ID: digest(sources)}
+	b := &Bundle{Origins: map[string]Origin{}, ID: ID(sources)}
 	var errs Errors
 	type pendingParam struct {
 		obj    *unstructured.Unstructured
@@ -393,7 +406,11 @@ func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
 	return []*unstructured.Unstructured{obj}, nil
 }
 
-func digest(sources []Source) string {
+// ID is the bundle ID of sources, whatever their order: the ID Parse gives
+// the bundle they make.
+func ID(sources []Source) string {
+	sources = append([]Source(nil), sources...)
+	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
 	h := sha256.New()
 	for _, s := range sources {
 		fmt.Fprintf(h, "%s\x00%d\x00", s.Name, len(s.Data))

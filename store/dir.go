@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Dir is a bundle in a local directory: baked into a deployment, mounted
+// into a container, or the target of `admitfn push` for inspection.
+type Dir struct {
+	root string
+}
+
+var _ Bucket = (*Dir)(nil)
+
+// NewDir returns the bucket of directory root.
+func NewDir(root string) *Dir { return &Dir{root: root} }
+
+func (d *Dir) Location() string { return d.root }
+
+func (d *Dir) path(key string) (string, error) {
+	if !ValidKey(key) {
+		return "", fmt.Errorf("invalid object key %q", key)
+	}
+	return filepath.Join(d.root, filepath.FromSlash(key)), nil
+}
+
+// etag stands for a file's content: size and modification time, as a
+// directory can tell it cheaply.
+func etag(fi fs.FileInfo) string {
+	return strconv.FormatInt(fi.Size(), 10) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+}
+
+func (d *Dir) Get(_ context.Context, key, ifNoneMatch string) ([]byte, Object, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, Object{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, Object{}, notFound(err, key)
+	}
+	obj := Object{Key: key, Size: fi.Size(), ETag: etag(fi)}
+	if ifNoneMatch != "" && ifNoneMatch == obj.ETag {
+		return nil, obj, ErrNotModified
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, Object{}, notFound(err, key)
+	}
+	obj.Size = int64(len(data))
+	return data, obj, nil
+}
+
+func (d *Dir) GetVersion(ctx context.Context, key, version string) ([]byte, error) {
+	if version != "" {
+		return nil, fmt.Errorf("%s: a directory keeps no versions (version %q)", key, version)
+	}
+	data, _, err := d.Get(ctx, key, "")
+	return data, err
+}
+
+func (d *Dir) List(context.Context) ([]Object, error) {
+	var objs []Object
+	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(d.root, p)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size(), ETag: etag(fi)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.root, err)
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
+	return objs, nil
+}
+
+// Put writes through a temporary file and a rename, so a reader sees the
+// old content or the new, never part of it.
+func (d *Dir) Put(_ context.Context, key string, data []byte, _ string) (Object, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return Object{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return Object{}, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return Object{}, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return Object{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Object{}, err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return Object{}, err
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		return Object{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Object{}, err
+	}
+	return Object{Key: key, Size: fi.Size(), ETag: etag(fi)}, nil
+}
+
+func notFound(err error, key string) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return err
+}
