@@ -1,0 +1,292 @@
+// Package snapshot publishes policy bundles to a store as consistent
+// snapshots and fetches them back: the objects first, then a manifest,
+// written last, that names each object by key, size, sha256 and version, and
+// may be signed with ed25519. A reader that follows the manifest never sees
+// half of an upload.
+package snapshot
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/store"
+)
+
+// ManifestKey is where the manifest lives under the bundle's prefix. Its
+// directory is hidden, so bundle loaders never take it for a policy file.
+const ManifestKey = ".admitfn/manifest.json"
+
+// The manifest's type.
+const (
+	ManifestAPIVersion = "admitfn.io/v1alpha1"
+	ManifestKind       = "BundleManifest"
+)
+
+// Manifest names a bundle's objects exactly.
+type Manifest struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Bundle is the bundle ID (policy.ID) of the objects: the ID the engine
+	// reports once they are loaded.
+	Bundle  string           `json:"bundle"`
+	Created time.Time        `json:"created"`
+	Objects []ManifestObject `json:"objects"`
+}
+
+// ManifestObject is one object of a bundle.
+type ManifestObject struct {
+	// Key is relative to the bundle's prefix, and is the file's name in the
+	// bundle.
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Version pins the object where the store keeps versions.
+	Version string `json:"version,omitempty"`
+}
+
+// envelope is the stored form: the manifest's exact bytes, and signatures
+// over them.
+type envelope struct {
+	Manifest   json.RawMessage `json:"manifest"`
+	Signatures []Signature     `json:"signatures,omitempty"`
+}
+
+// Signature is an ed25519 signature over the manifest's bytes.
+type Signature struct {
+	// KeyID names the public key: the first 16 hex digits of the sha256 of
+	// its raw 32 bytes.
+	KeyID string `json:"keyid"`
+	Sig   string `json:"sig"`
+}
+
+// Errors about a manifest's integrity, matched with errors.Is.
+var (
+	// ErrUnsigned: a public key is configured but the bundle has no
+	// signature (or no manifest to sign).
+	ErrUnsigned = errors.New("bundle is not signed")
+	// ErrBadSignature: no signature verifies with any configured key.
+	ErrBadSignature = errors.New("bundle signature does not verify")
+	// ErrIntegrity: an object does not match what the manifest says of it.
+	ErrIntegrity = errors.New("bundle object does not match its manifest")
+	// ErrInvalidManifest: the manifest is not one this version reads.
+	ErrInvalidManifest = errors.New("invalid bundle manifest")
+)
+
+// KeyID names a public key in signatures.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// encode writes the envelope of m, signed with key when it is set. The
+// manifest is indented for readers and signed exactly as written.
+func encode(m *Manifest, key ed25519.PrivateKey) ([]byte, error) {
+	body, err := json.MarshalIndent(m, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteString("{\n  \"manifest\": ")
+	buf.Write(body)
+	if key != nil {
+		sig, err := json.Marshal([]Signature{{
+			KeyID: KeyID(key.Public().(ed25519.PublicKey)),
+			Sig:   base64.StdEncoding.EncodeToString(ed25519.Sign(key, body)),
+		}})
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(",\n  \"signatures\": ")
+		buf.Write(sig)
+	}
+	buf.WriteString("\n}\n")
+	return buf.Bytes(), nil
+}
+
+// decode reads an envelope, verifies its signature against keys (when any
+// are configured) and checks the manifest's shape.
+func decode(data []byte, keys []ed25519.PublicKey) (*Manifest, error) {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	}
+	if len(env.Manifest) == 0 {
+		return nil, fmt.Errorf("%w: no manifest field", ErrInvalidManifest)
+	}
+	if len(keys) > 0 {
+		if err := verify(env, keys); err != nil {
+			return nil, err
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(env.Manifest))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	}
+	return &m, nil
+}
+
+func verify(env envelope, keys []ed25519.PublicKey) error {
+	if len(env.Signatures) == 0 {
+		return ErrUnsigned
+	}
+	for _, s := range env.Signatures {
+		sig, err := base64.StdEncoding.DecodeString(s.Sig)
+		if err != nil {
+			continue
+		}
+		for _, k := range keys {
+			if s.KeyID == KeyID(k) && ed25519.Verify(k, env.Manifest, sig) {
+				return nil
+			}
+		}
+	}
+	ids := make([]string, len(env.Signatures))
+	for i, s := range env.Signatures {
+		ids[i] = s.KeyID
+	}
+	return fmt.Errorf("%w (signed by key %s)", ErrBadSignature, strings.Join(ids, ", "))
+}
+
+func (m *Manifest) validate() error {
+	if m.APIVersion != ManifestAPIVersion || m.Kind != ManifestKind {
+		return fmt.Errorf("apiVersion %q, kind %q: want %s %s", m.APIVersion, m.Kind, ManifestAPIVersion, ManifestKind)
+	}
+	if m.Bundle == "" {
+		return errors.New("no bundle id")
+	}
+	if len(m.Objects) == 0 {
+		return errors.New("no objects")
+	}
+	seen := map[string]bool{}
+	for _, o := range m.Objects {
+		if !bundleKey(o.Key) {
+			return fmt.Errorf("object key %q: not a policy file of a bundle (.yaml, .yml or .json, relative, not hidden)", o.Key)
+		}
+		if seen[o.Key] {
+			return fmt.Errorf("object key %q listed twice", o.Key)
+		}
+		seen[o.Key] = true
+		if o.Size < 0 || o.Size > store.MaxObjectBytes {
+			return fmt.Errorf("object %q: size %d out of range", o.Key, o.Size)
+		}
+		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("object %q: sha256 %q is not 64 hex digits", o.Key, o.SHA256)
+		}
+	}
+	return nil
+}
+
+// bundleKey reports whether key can be a file of a bundle, as
+// policy.ReadFS would read it from a directory.
+func bundleKey(key string) bool {
+	if !store.ValidKey(key) || !policy.IsBundleFile(path.Base(key)) {
+		return false
+	}
+	for _, part := range strings.Split(key, "/") {
+		if strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	return true
+}
+
+// ParsePublicKeys reads the public keys a function trusts: PEM blocks
+// ("PUBLIC KEY", as `openssl pkey -pubout` writes them), or raw 32-byte
+// keys in base64, separated by commas or whitespace.
+func ParsePublicKeys(s string) ([]ed25519.PublicKey, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var keys []ed25519.PublicKey
+	if strings.Contains(s, "-----BEGIN") {
+		rest := []byte(s)
+		for {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				break
+			}
+			if block.Type != "PUBLIC KEY" {
+				return nil, fmt.Errorf("public key: PEM block %q: want PUBLIC KEY", block.Type)
+			}
+			k, err := x509.ParsePKIXPublicKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("public key: %w", err)
+			}
+			pub, ok := k.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("public key: %T is not an ed25519 key", k)
+			}
+			keys = append(keys, pub)
+		}
+		if len(bytes.TrimSpace(rest)) > 0 || len(keys) == 0 {
+			return nil, errors.New("public key: text outside PEM blocks")
+		}
+		return keys, nil
+	}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		raw, err := base64.StdEncoding.DecodeString(f)
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("public key %q: want a PEM PUBLIC KEY or %d bytes in base64", short(f), ed25519.PublicKeySize)
+		}
+		keys = append(keys, ed25519.PublicKey(raw))
+	}
+	return keys, nil
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return s
+}
+
+// ParsePrivateKey reads a PKCS #8 PEM ed25519 private key, as
+// `openssl genpkey -algorithm ed25519` and `admitfn keygen` write it.
+func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, errors.New("signing key: want a PEM PRIVATE KEY block (PKCS #8)")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("signing key: %T is not an ed25519 key", k)
+	}
+	return priv, nil
+}
+
+// MarshalKeys writes a key pair as PEM: the private key in PKCS #8, the
+// public key in PKIX.
+func MarshalKeys(priv ed25519.PrivateKey) (privPEM, pubPEM []byte, err error) {
+	p8, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	pkix, err := x509.MarshalPKIXPublicKey(priv.Public())
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), nil
+}

@@ -1,0 +1,255 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/store"
+)
+
+var bundleA = []policy.Source{
+	{Name: "a.yaml", Data: []byte("kind: A\n")},
+	{Name: "nested/b.json", Data: []byte(`{"kind":"B"}`)},
+}
+
+func newKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func pub(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+
+func publish(t *testing.T, b store.Bucket, sources []policy.Source, key ed25519.PrivateKey) *snapshot.Manifest {
+	t.Helper()
+	m, err := snapshot.Publish(context.Background(), b, sources, snapshot.PublishOptions{SignKey: key, Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestPublishThenFetch(t *testing.T) {
+	dir := t.TempDir()
+	b := store.NewDir(dir)
+	m := publish(t, b, bundleA, nil)
+	want := []snapshot.ManifestObject{{Key: "a.yaml", Size: 8, SHA256: sha("kind: A\n")}, {Key: "nested/b.json", Size: 12, SHA256: sha(`{"kind":"B"}`)}}
+	if m.Bundle != policy.ID(bundleA) || !reflect.DeepEqual(m.Objects, want) || m.APIVersion != snapshot.ManifestAPIVersion || m.Kind != snapshot.ManifestKind {
+		t.Fatalf("manifest %+v", m)
+	}
+	f := &snapshot.Fetcher{Bucket: b}
+	snap, err := f.Fetch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snap.Sources, bundleA) || snap.BundleID != m.Bundle || !snap.Manifested || !snap.Created.Equal(m.Created) || snap.Token == "" {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+		t.Fatalf("fetch with the current token: %v, want ErrNotModified", err)
+	}
+
+	// Objects changed without a new manifest: the manifest still holds,
+	// and the objects no longer match it.
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("kind: C\n"), 0o644)
+	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+		t.Fatalf("objects changed, manifest not: %v, want ErrNotModified", err)
+	}
+	_, err = f.Fetch(context.Background(), "")
+	if !errors.Is(err, snapshot.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: sha256 "+sha("kind: C\n")+", manifest says "+sha("kind: A\n") {
+		t.Fatalf("changed object: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("kind: AA\n"), 0o644)
+	if _, err := f.Fetch(context.Background(), ""); !errors.Is(err, snapshot.ErrIntegrity) || !strings.Contains(err.Error(), "9 bytes, manifest says 8") {
+		t.Fatalf("resized object: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "a.yaml"))
+	if _, err := f.Fetch(context.Background(), ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted object: %v", err)
+	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestSignatures(t *testing.T) {
+	signer, other := newKey(t), newKey(t)
+	b := store.NewDir(t.TempDir())
+	ctx := context.Background()
+
+	publish(t, b, bundleA, signer)
+	for _, keys := range [][]ed25519.PublicKey{{pub(signer)}, {pub(other), pub(signer)}} {
+		if _, err := (&snapshot.Fetcher{Bucket: b, Keys: keys}).Fetch(ctx, ""); err != nil {
+			t.Fatalf("signed bundle, keys %d: %v", len(keys), err)
+		}
+	}
+	_, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(other)}}).Fetch(ctx, "")
+	if !errors.Is(err, snapshot.ErrBadSignature) || err.Error() != ".admitfn/manifest.json: bundle signature does not verify (signed by key "+snapshot.KeyID(pub(signer))+")" {
+		t.Fatalf("signed by another key: %v", err)
+	}
+
+	// One changed byte of the manifest breaks the signature.
+	raw, _, _ := b.Get(ctx, snapshot.ManifestKey, "")
+	b.Put(ctx, snapshot.ManifestKey, bytes.Replace(raw, []byte(`"size": 8`), []byte(`"size": 9`), 1), "")
+	if _, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrBadSignature) {
+		t.Fatalf("tampered manifest: %v", err)
+	}
+
+	publish(t, b, bundleA, nil)
+	if _, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrUnsigned) {
+		t.Fatalf("unsigned bundle with a key: %v", err)
+	}
+	if _, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil {
+		t.Fatalf("unsigned bundle without a key: %v", err)
+	}
+
+	bare := store.NewDir(t.TempDir())
+	bare.Put(ctx, "a.yaml", []byte("kind: A\n"), "")
+	_, err = (&snapshot.Fetcher{Bucket: bare, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, "")
+	if !errors.Is(err, snapshot.ErrUnsigned) || err.Error() != "no manifest: bundle is not signed (a public key is configured, so only signed bundles load)" {
+		t.Fatalf("no manifest with a key: %v", err)
+	}
+}
+
+func TestInvalidManifests(t *testing.T) {
+	ctx := context.Background()
+	good := `{"apiVersion":"admitfn.io/v1alpha1","kind":"BundleManifest","bundle":"x","created":"2026-11-22T10:00:00Z","objects":[{"key":"a.yaml","size":1,"sha256":"` + strings.Repeat("0", 64) + `"}]}`
+	for name, tc := range map[string]struct{ manifest, want string }{
+		"not JSON":       {`{`, "unexpected end of JSON input"},
+		"no manifest":    {`{}`, "no manifest field"},
+		"wrong kind":     {strings.Replace(good, "BundleManifest", "Bundle", 1), `apiVersion "admitfn.io/v1alpha1", kind "Bundle": want admitfn.io/v1alpha1 BundleManifest`},
+		"unknown field":  {strings.Replace(good, `"bundle"`, `"extra":1,"bundle"`, 1), `json: unknown field "extra"`},
+		"no bundle id":   {strings.Replace(good, `"bundle":"x"`, `"bundle":""`, 1), "no bundle id"},
+		"no objects":     {strings.Replace(good, good[strings.Index(good, `[`):strings.LastIndex(good, `]`)+1], `[]`, 1), "no objects"},
+		"escaping key":   {strings.Replace(good, `"a.yaml"`, `"../a.yaml"`, 1), `object key "../a.yaml": not a policy file of a bundle (.yaml, .yml or .json, relative, not hidden)`},
+		"hidden key":     {strings.Replace(good, `"a.yaml"`, `".hidden/a.yaml"`, 1), `object key ".hidden/a.yaml": not a policy file`},
+		"test file":      {strings.Replace(good, `"a.yaml"`, `"a_test.yaml"`, 1), `object key "a_test.yaml": not a policy file`},
+		"absolute key":   {strings.Replace(good, `"a.yaml"`, `"/a.yaml"`, 1), `object key "/a.yaml": not a policy file`},
+		"other file":     {strings.Replace(good, `"a.yaml"`, `"a.sh"`, 1), `object key "a.sh": not a policy file`},
+		"duplicate key":  {strings.Replace(good, `}]}`, `},{"key":"a.yaml","size":1,"sha256":"`+strings.Repeat("0", 64)+`"}]}`, 1), `object key "a.yaml" listed twice`},
+		"short sha256":   {strings.Replace(good, strings.Repeat("0", 64), "00", 1), `object "a.yaml": sha256 "00" is not 64 hex digits`},
+		"negative size":  {strings.Replace(good, `"size":1`, `"size":-1`, 1), `object "a.yaml": size -1 out of range`},
+		"oversize":       {strings.Replace(good, `"size":1`, `"size":99999999999`, 1), `object "a.yaml": size 99999999999 out of range`},
+		"manifest array": {`{"manifest":[]}`, "cannot unmarshal array"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := store.NewDir(t.TempDir())
+			env := tc.manifest
+			if strings.HasPrefix(env, `{"apiVersion"`) {
+				env = `{"manifest":` + env + `}`
+			}
+			b.Put(ctx, snapshot.ManifestKey, []byte(env), "")
+			_, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
+			if !errors.Is(err, snapshot.ErrInvalidManifest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalidManifest with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The manifest's bundle ID must be the one its objects make, so a manifest
+// cannot pass off one bundle as another.
+func TestBundleIDMismatch(t *testing.T) {
+	ctx := context.Background()
+	b := store.NewDir(t.TempDir())
+	m := publish(t, b, bundleA, nil)
+	raw, _, _ := b.Get(ctx, snapshot.ManifestKey, "")
+	b.Put(ctx, snapshot.ManifestKey, bytes.Replace(raw, []byte(m.Bundle), []byte("0123456789abcdef"), 1), "")
+	_, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
+	if !errors.Is(err, snapshot.ErrIntegrity) || err.Error() != "bundle object does not match its manifest: the objects make bundle "+m.Bundle+", manifest says 0123456789abcdef" {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestWithoutManifest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := store.NewDir(dir)
+	for name, data := range map[string]string{
+		"a.yaml": "kind: A\n", "nested/b.json": `{"kind":"B"}`, "a_test.yaml": "cases: []", "README.md": "#", ".hidden/c.yaml": "x", "nested/.d.yaml": "x",
+	} {
+		b.Put(ctx, name, []byte(data), "")
+	}
+	f := &snapshot.Fetcher{Bucket: b}
+	snap, err := f.Fetch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snap.Sources, bundleA) || snap.Manifested || snap.BundleID != policy.ID(bundleA) || !strings.HasPrefix(snap.Token, "list:") {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if _, err := f.Fetch(ctx, snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+		t.Fatalf("unchanged listing: %v", err)
+	}
+	b.Put(ctx, "a.yaml", []byte("kind: AB\n"), "")
+	snap2, err := f.Fetch(ctx, snap.Token)
+	if err != nil || string(snap2.Sources[0].Data) != "kind: AB\n" || snap2.Token == snap.Token {
+		t.Fatalf("changed listing: %+v %v", snap2, err)
+	}
+	// A manifest, once published, takes over from the listing.
+	m := publish(t, b, bundleA, nil)
+	snap3, err := f.Fetch(ctx, snap2.Token)
+	if err != nil || !snap3.Manifested || snap3.BundleID != m.Bundle {
+		t.Fatalf("after publishing: %+v %v", snap3, err)
+	}
+
+	if _, err := (&snapshot.Fetcher{Bucket: store.NewDir(t.TempDir())}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrEmpty) {
+		t.Fatalf("empty location: %v", err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	k1, k2 := newKey(t), newKey(t)
+	priv1, pub1, err := snapshot.MarshalKeys(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pub2, _ := snapshot.MarshalKeys(k2)
+	back, err := snapshot.ParsePrivateKey(priv1)
+	if err != nil || !back.Equal(k1) {
+		t.Fatalf("private key round trip: %v", err)
+	}
+	keys, err := snapshot.ParsePublicKeys(string(pub1) + "\n" + string(pub2))
+	if err != nil || len(keys) != 2 || !keys[0].Equal(pub(k1)) || !keys[1].Equal(pub(k2)) {
+		t.Fatalf("PEM keys: %v %v", keys, err)
+	}
+	b64 := base64.StdEncoding.EncodeToString(pub(k1)) + ", " + base64.StdEncoding.EncodeToString(pub(k2))
+	keys, err = snapshot.ParsePublicKeys(b64)
+	if err != nil || len(keys) != 2 || !keys[1].Equal(pub(k2)) {
+		t.Fatalf("base64 keys: %v %v", keys, err)
+	}
+	if keys, err := snapshot.ParsePublicKeys("  "); err != nil || keys != nil {
+		t.Fatalf("no keys: %v %v", keys, err)
+	}
+	for in, want := range map[string]string{
+		"bm90IGEga2V5":                 `public key "bm90IGEga2V5": want a PEM PUBLIC KEY or 32 bytes in base64`,
+		string(priv1):                  `public key: PEM block "PRIVATE KEY": want PUBLIC KEY`,
+		string(pub1) + "trailing text": "public key: text outside PEM blocks",
+	} {
+		if _, err := snapshot.ParsePublicKeys(in); err == nil || err.Error() != want {
+			t.Errorf("ParsePublicKeys(%.20q): %v, want %q", in, err, want)
+		}
+	}
+	if _, err := snapshot.ParsePrivateKey(pub1); err == nil || err.Error() != "signing key: want a PEM PRIVATE KEY block (PKCS #8)" {
+		t.Errorf("ParsePrivateKey(public key): %v", err)
+	}
+}
