@@ -39,6 +39,13 @@ type Engine interface {
 	BundleID() string
 }
 
+// Readiness is implemented by engines whose bundle can be missing or
+// stale (one reloaded from a store): /readyz answers 503 while not ready,
+// with detail in the body.
+type Readiness interface {
+	Ready() (ok bool, detail string)
+}
+
 // Handler serves POST /validate[/<group>] and /mutate[/<group>], GET /healthz
 // and GET /readyz.
 type Handler struct {
@@ -59,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.probe(w, r, "ok")
 		return
 	case "/readyz":
-		h.probe(w, r, "ok: bundle "+h.engine.BundleID())
+		h.readyz(w, r)
 		return
 	}
 	route, ok := policy.ParseRoute(r.URL.Path)
@@ -75,13 +82,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.review(w, r, route)
 }
 
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	rd, ok := h.engine.(Readiness)
+	if !ok {
+		h.probe(w, r, "ok: bundle "+h.engine.BundleID())
+		return
+	}
+	ready, detail := rd.Ready()
+	if !ready {
+		h.probeStatus(w, r, http.StatusServiceUnavailable, detail)
+		return
+	}
+	h.probe(w, r, detail)
+}
+
 func (h *Handler) probe(w http.ResponseWriter, r *http.Request, body string) {
+	h.probeStatus(w, r, http.StatusOK, body)
+}
+
+func (h *Handler) probeStatus(w http.ResponseWriter, r *http.Request, code int, body string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
 	io.WriteString(w, body+"\n")
 }
 
@@ -153,6 +179,10 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	case errors.Is(err, engine.ErrUnknownRoute):
 		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
 		fields(log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+		return
+	case errors.Is(err, engine.ErrNoBundle):
+		WriteStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID))
+		fields(log.Error()).Int("status", http.StatusServiceUnavailable).Msg("no policy bundle loaded")
 		return
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		WriteStatus(w, http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID))
@@ -253,6 +283,8 @@ func reasonForCode(code int) metav1.StatusReason {
 		return metav1.StatusReasonRequestEntityTooLarge
 	case http.StatusGatewayTimeout:
 		return metav1.StatusReasonTimeout
+	case http.StatusServiceUnavailable:
+		return metav1.StatusReasonServiceUnavailable
 	default:
 		return metav1.StatusReasonInternalError
 	}

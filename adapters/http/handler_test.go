@@ -213,6 +213,53 @@ func TestProbes(t *testing.T) {
 	}
 }
 
+// readyEngine is an engine that reports its readiness, as a reloaded bundle
+// does.
+type readyEngine struct {
+	fakeEngine
+	ready  bool
+	detail string
+}
+
+func (r readyEngine) Ready() (bool, string) { return r.ready, r.detail }
+
+func TestReadinessOfAReloadedBundle(t *testing.T) {
+	for _, tc := range []struct {
+		ready  bool
+		detail string
+		code   int
+	}{
+		{true, "ok: bundle b1 from s3://b/p, age 3s", 200},
+		{false, "not ready: no policy bundle loaded from s3://b/p\nlast check failed (2 in a row, at 2026-11-22T10:00:00Z): HTTP 500", 503},
+	} {
+		h := New(readyEngine{fakeEngine: fakeEngine{review: allowAll}, ready: tc.ready, detail: tc.detail}, zerolog.Nop())
+		rec := serve(t, h, exchange{method: "GET", path: "/readyz"})
+		if rec.Code != tc.code || rec.Body.String() != tc.detail+"\n" || rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Errorf("GET /readyz = %d %q", rec.Code, rec.Body)
+		}
+		if rec := serve(t, h, exchange{method: "GET", path: "/healthz"}); rec.Code != 200 {
+			t.Errorf("GET /healthz = %d: liveness does not depend on the bundle", rec.Code)
+		}
+	}
+}
+
+// Without a bundle nothing can be decided: the answer is a failed call, so
+// the webhook's failurePolicy decides, never an allowed review.
+func TestNoBundleIsServiceUnavailable(t *testing.T) {
+	var logs bytes.Buffer
+	h := New(fakeEngine{review: func(context.Context, policy.Route, *review.Request) (*engine.Result, error) {
+		return nil, engine.ErrNoBundle
+	}}, zerolog.New(&logs))
+	rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview("admission.k8s.io/v1")})
+	code, reason, message := statusBody(t, rec)
+	if code != 503 || reason != "ServiceUnavailable" || message != "no policy bundle is loaded yet, so request uid-1 cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)" {
+		t.Errorf("answer %d %s %q", code, reason, message)
+	}
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), `"message":"no policy bundle loaded"`) || strings.Contains(logs.String(), secretValue) {
+		t.Errorf("log: %s", logs.String())
+	}
+}
+
 // The example bundle through the handler, compared with golden responses.
 func TestGoldenReviews(t *testing.T) {
 	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
@@ -306,7 +353,7 @@ func TestGoldenReviews(t *testing.T) {
 func TestStatusReasons(t *testing.T) {
 	for code, reason := range map[int]string{
 		400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge",
-		415: "UnsupportedMediaType", 500: "InternalError", 504: "Timeout",
+		415: "UnsupportedMediaType", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
 	} {
 		s := status(code, "m")
 		if string(s.Reason) != reason || s.Code != int32(code) || s.Kind != "Status" || s.APIVersion != "v1" || s.Status != "Failure" || s.Message != "m" {

@@ -40,6 +40,9 @@ var (
 	ErrUnknownRoute = errors.New("unknown policy group")
 	// ErrInternal: evaluation itself failed.
 	ErrInternal = validate.ErrInternal
+	// ErrNoBundle: no bundle is loaded yet (its store could not be read),
+	// so nothing can be decided.
+	ErrNoBundle = errors.New("no policy bundle loaded")
 )
 
 // Reviewer is what adapters need from an engine.
@@ -167,6 +170,9 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 
 // BundleID identifies the bundle the engine serves.
 func (e *Engine) BundleID() string { return e.bundle.ID }
+
+// Bundle is the bundle the engine serves; callers must not modify it.
+func (e *Engine) Bundle() *policy.Bundle { return e.bundle }
 
 // Groups are the bundle's webhook groups: validating ones first, then
 // mutating ones, each type's default group first.

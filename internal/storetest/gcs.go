@@ -3,8 +3,8 @@ package storetest
 import (
 	"context"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -33,8 +35,11 @@ type Proxy struct {
 	requests atomic.Int64
 }
 
-// NewProxy starts a proxy to target (http://host:port).
-func NewProxy(t testing.TB, target string) *Proxy {
+// NewProxy starts a proxy to target (http://host:port). With rewriteHost,
+// requests reach the target addressed to it rather than to the proxy:
+// fake-gcs-server tells its XML API from its JSON API by the Host; an S3
+// server must see the Host the client signed.
+func NewProxy(t testing.TB, target string, rewriteHost bool) *Proxy {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -42,6 +47,14 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{Delay: 10 * time.Second}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	if rewriteHost {
+		direct := rp.Director
+		rp.Director = func(r *http.Request) {
+			direct(r)
+			r.Host = u.Host
+		}
+	}
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a stopped target is the test's doing
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		switch Fault(p.fault.Load()) {

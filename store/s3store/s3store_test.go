@@ -50,7 +50,7 @@ func TestOpenFromEnvironment(t *testing.T) {
 // that a repeated failure reads the same (and is logged once).
 func TestErrors(t *testing.T) {
 	s := storetest.StartS3(t)
-	p := storetest.NewProxy(t, s.Endpoint)
+	p := storetest.NewProxy(t, s.Endpoint, false)
 	b := s3store.New(s.Client(p.URL), store.Location{Scheme: "s3", Bucket: "nope", Prefix: "p"})
 	_, _, err := b.Get(context.Background(), "x.yaml", "")
 	if !errors.Is(err, store.ErrNotFound) || !strings.HasPrefix(err.Error(), "s3://nope/p/x.yaml: ") {

@@ -1,0 +1,501 @@
+package reload_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/storetest"
+	"github.com/admitfn/admitfn/internal/syncbuf"
+	"github.com/admitfn/admitfn/reload"
+	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/gcsstore"
+	"github.com/admitfn/admitfn/store/s3store"
+)
+
+// bundle is a two-file bundle whose policy denies ConfigMap creation with
+// the message "bundle <tag>", so each review shows which bundle served it.
+func bundle(tag string) []policy.Source {
+	return []policy.Source{
+		{Name: "policy.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: tag}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "false"
+    message: "bundle ` + tag + `"
+`)},
+		{Name: "bindings/binding.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: tag}
+spec: {policyName: tag, validationActions: [Deny]}
+`)},
+	}
+}
+
+// broken compiles to nothing: its expression is not CEL.
+func broken() []policy.Source {
+	b := bundle("broken")
+	b[0].Data = bytes.Replace(b[0].Data, []byte(`expression: "false"`), []byte(`expression: "1 +"`), 1)
+	return b
+}
+
+var request = func() *review.Request {
+	req, err := review.Decode([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+		"uid":"u1","kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},
+		"namespace":"default","name":"cm","operation":"CREATE","userInfo":{"username":"alice"},
+		"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"default"}}}}`))
+	if err != nil {
+		panic(err)
+	}
+	return req
+}()
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+const (
+	interval = 30 * time.Second
+	// jitter is the most Config.Jitter adds; the tests' Jitter always adds
+	// that much, the worst case.
+	jitter = interval / 5
+)
+
+// backend is one object store under test: a real server, a bucket to
+// publish to directly, and the reloader's view of it through a
+// fault-injecting proxy.
+type backend struct {
+	name   string
+	server interface {
+		Stop()
+		Start()
+	}
+	direct    store.Bucket
+	proxied   store.Bucket
+	proxy     *storetest.Proxy
+	delete    func(key string)
+	versioned bool
+}
+
+type backendFunc func(t *testing.T) *backend
+
+var backends = []struct {
+	name  string
+	start backendFunc
+}{
+	{"s3", func(t *testing.T) *backend {
+		s := storetest.StartS3(t)
+		s.CreateBucket(t, "policies", true)
+		p := storetest.NewProxy(t, s.Endpoint, false)
+		loc := store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}
+		return &backend{name: "s3", server: s, proxy: p, versioned: true,
+			direct:  s3store.New(s.Client(s.Endpoint), loc),
+			proxied: s3store.New(s.Client(p.URL), loc),
+			delete:  func(key string) { s.Delete(t, "policies", loc.Key(key)) },
+		}
+	}},
+	{"gcs", func(t *testing.T) *backend {
+		g := storetest.StartGCS(t)
+		g.CreateBucket(t, "policies", false)
+		p := storetest.NewProxy(t, "http://"+g.Host, true)
+		loc := store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}
+		return &backend{name: "gcs", server: g, proxy: p,
+			direct:  gcsstore.New(g.Client(t, g.Host), loc),
+			proxied: gcsstore.New(g.Client(t, p.Host), loc),
+			delete:  func(key string) { g.Delete(t, "policies", loc.Key(key)) },
+		}
+	}},
+}
+
+// fixture is a Reloader over a backend, with a fake clock and its logs.
+type fixture struct {
+	t     *testing.T
+	b     *backend
+	clock *clock
+	logs  *syncbuf.Buffer
+	r     *reload.Reloader
+	keys  []ed25519.PublicKey
+}
+
+func newFixture(t *testing.T, b *backend, tweak func(*reload.Config)) *fixture {
+	f := &fixture{t: t, b: b, clock: &clock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}, logs: &syncbuf.Buffer{}}
+	cfg := reload.Config{
+		Fetcher:  &snapshot.Fetcher{Bucket: b.proxied},
+		Interval: interval,
+		// Requests wait for the checks they trigger, so the tests see each
+		// check's outcome on the request that triggered it.
+		Wait:         time.Minute,
+		CheckTimeout: 3 * time.Second,
+		Log:          zerolog.New(f.logs),
+		Now:          f.clock.Now,
+		Jitter:       func(max time.Duration) time.Duration { return max },
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	f.r = reload.New(cfg)
+	return f
+}
+
+func (f *fixture) publish(sources []policy.Source, key ed25519.PrivateKey) {
+	f.t.Helper()
+	if _, err := snapshot.Publish(context.Background(), f.b.direct, sources, snapshot.PublishOptions{SignKey: key}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// served reviews the request and asserts that bundle tag answered it.
+func (f *fixture) served(tag string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.r.Review(ctx, policy.Route{Type: policy.Validating}, request)
+	if err != nil {
+		f.t.Fatalf("review failed: %v\nlogs:\n%s", err, f.logs)
+	}
+	want := "ValidatingAdmissionPolicy 'tag' with binding 'tag' denied request: bundle " + tag
+	if res.Response.Allowed || res.Response.Result.Message != want {
+		f.t.Fatalf("review answered %v %q, want the denial of bundle %s\nlogs:\n%s", res.Response.Allowed, res.Response.Result.Message, tag, f.logs)
+	}
+}
+
+// servedAcrossChecks asserts that bundle tag serves every review over n
+// check intervals.
+func (f *fixture) servedAcrossChecks(tag string, n int) {
+	f.t.Helper()
+	for range n {
+		f.clock.Advance(interval + jitter)
+		f.served(tag)
+		f.served(tag)
+	}
+}
+
+func (f *fixture) load() {
+	f.t.Helper()
+	if err := f.r.Load(context.Background()); err != nil {
+		f.t.Fatalf("load: %v", err)
+	}
+}
+
+// failures counts the log lines of failed checks.
+func (f *fixture) failures() int {
+	return strings.Count(f.logs.String(), `"message":"policy bundle check failed`)
+}
+
+func (f *fixture) lastError() error { return f.r.Status().LastError }
+
+func eachBackend(t *testing.T, test func(t *testing.T, b *backend)) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) { test(t, be.start(t)) })
+	}
+}
+
+func TestNewBundleServedWithinIntervalPlusJitter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		f.served("A")
+		f.publish(bundle("B"), nil)
+		f.clock.Advance(interval + jitter - time.Millisecond)
+		f.served("A") // not yet due: no request to the store
+		before := b.proxy.Requests()
+		f.served("A")
+		if b.proxy.Requests() != before {
+			t.Errorf("a review before the interval reached the store")
+		}
+		f.clock.Advance(time.Millisecond)
+		f.served("B")
+		if s := f.r.Status(); s.BundleID != policy.ID(bundle("B")) || s.LastError != nil || s.Fallback {
+			t.Errorf("status %+v", s)
+		}
+		// An unchanged bundle is a conditional request and no reload.
+		f.servedAcrossChecks("B", 2)
+		if n := strings.Count(f.logs.String(), `"message":"policy bundle loaded"`); n != 2 {
+			t.Errorf("%d loads logged, want 2:\n%s", n, f.logs)
+		}
+	})
+}
+
+func TestStoreStoppedAndRestarted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		b.server.Stop()
+		f.servedAcrossChecks("A", 3)
+		if f.lastError() == nil || f.failures() != 1 {
+			t.Errorf("last error %v, %d failures logged (want 1):\n%s", f.lastError(), f.failures(), f.logs)
+		}
+		ready, detail := f.r.Ready()
+		if !ready || !strings.HasPrefix(detail, "ok: bundle "+policy.ID(bundle("A"))+" from "+b.direct.Location()) || !strings.Contains(detail, "\nlast check failed (3 in a row") {
+			t.Errorf("readyz %v %q", ready, detail)
+		}
+		b.server.Start()
+		f.publish(bundle("B"), nil)
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+		if f.lastError() != nil || !strings.Contains(f.logs.String(), `"message":"policy store checks succeed again"`) {
+			t.Errorf("after restart: last error %v\n%s", f.lastError(), f.logs)
+		}
+	})
+}
+
+func TestStoreErrorsAndSlowAnswers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, func(c *reload.Config) { c.Wait = 200 * time.Millisecond; c.CheckTimeout = time.Second })
+		f.publish(bundle("A"), nil)
+		f.load()
+		f.publish(bundle("B"), nil)
+
+		b.proxy.Set(storetest.Fail500)
+		for range 3 {
+			f.clock.Advance(interval + jitter)
+			f.served("A")
+			waitIdle(t, f.r)
+		}
+		if f.failures() != 1 || f.r.Status().Failures != 3 {
+			t.Errorf("500s: %d failures logged (want 1), %d counted (want 3):\n%s", f.failures(), f.r.Status().Failures, f.logs)
+		}
+
+		// Slow answers: each review waits no more than Wait for the check,
+		// then answers with the bundle it has.
+		b.proxy.Delay = 5 * time.Second
+		b.proxy.Set(storetest.Slow)
+		for range 2 {
+			f.clock.Advance(interval + jitter)
+			start := time.Now()
+			f.served("A")
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("a review waited %s for a slow store", d)
+			}
+			waitIdle(t, f.r)
+		}
+		if f.failures() != 2 {
+			t.Errorf("slow store: %d failures logged, want 2 (the 500s, then the timeouts):\n%s", f.failures(), f.logs)
+		}
+
+		b.proxy.Set(storetest.Pass)
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+	})
+}
+
+// waitIdle lets a check that outlived its request finish.
+func waitIdle(t *testing.T, r *reload.Reloader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDigestMismatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		// Bundle B's manifest says something else of one of its objects.
+		f.publish(bundle("B"), nil)
+		ctx := context.Background()
+		raw, _, err := b.direct.Get(ctx, snapshot.ManifestKey, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(bundle("B")[0].Data)
+		tampered := bytes.Replace(raw, []byte(hex.EncodeToString(sum[:])), []byte(strings.Repeat("0", 64)), 1)
+		if bytes.Equal(tampered, raw) {
+			t.Fatal("no digest to tamper with")
+		}
+		b.direct.Put(ctx, snapshot.ManifestKey, tampered, "application/json")
+		f.servedAcrossChecks("A", 2)
+		if !errors.Is(f.lastError(), snapshot.ErrIntegrity) || f.lastError().Error() != "policy.yaml: bundle object does not match its manifest: sha256 "+hex.EncodeToString(sum[:])+", manifest says "+strings.Repeat("0", 64) || f.failures() != 1 {
+			t.Fatalf("last error %v, %d failures logged", f.lastError(), f.failures())
+		}
+	})
+}
+
+func TestSignatures(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		_, good, _ := ed25519.GenerateKey(rand.Reader)
+		_, bad, _ := ed25519.GenerateKey(rand.Reader)
+		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{good.Public().(ed25519.PublicKey)} })
+		f.publish(bundle("A"), good)
+		f.load()
+		f.publish(bundle("B"), bad)
+		f.servedAcrossChecks("A", 2)
+		if !errors.Is(f.lastError(), snapshot.ErrBadSignature) {
+			t.Fatalf("signed by another key: %v", f.lastError())
+		}
+		f.publish(bundle("B"), nil)
+		f.servedAcrossChecks("A", 2)
+		if !errors.Is(f.lastError(), snapshot.ErrUnsigned) || f.failures() != 2 {
+			t.Fatalf("unsigned: %v, %d failures logged", f.lastError(), f.failures())
+		}
+		f.publish(bundle("B"), good)
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+	})
+}
+
+func TestObjectsUploadedWithoutManifest(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		for _, s := range bundle("B") {
+			b.direct.Put(context.Background(), s.Name, s.Data, "application/yaml")
+		}
+		f.servedAcrossChecks("A", 3)
+		if f.lastError() != nil {
+			t.Fatalf("the manifest did not change, yet: %v", f.lastError())
+		}
+		// A cold start now reads the manifest's versions where the store
+		// keeps them, and refuses the mix where it does not.
+		cold := newFixture(t, b, nil)
+		err := cold.r.Load(context.Background())
+		if b.versioned {
+			if err != nil {
+				t.Fatalf("cold start on a versioned store: %v", err)
+			}
+			cold.served("A")
+		} else if !errors.Is(err, snapshot.ErrIntegrity) && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("cold start on an unversioned store: %v, want a refusal", err)
+		}
+	})
+}
+
+func TestObjectDeleted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		f.publish(bundle("B"), nil)
+		b.delete("bindings/binding.yaml")
+		if b.versioned {
+			// The manifest's version survives the delete marker.
+			f.servedAcrossChecks("B", 2)
+			if f.lastError() != nil {
+				t.Fatalf("versioned: %v", f.lastError())
+			}
+			return
+		}
+		f.servedAcrossChecks("A", 2)
+		if !errors.Is(f.lastError(), store.ErrNotFound) {
+			t.Fatalf("last error %v, want ErrNotFound", f.lastError())
+		}
+	})
+}
+
+func TestCompileError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, nil)
+		f.publish(bundle("A"), nil)
+		f.load()
+		f.publish(broken(), nil)
+		f.servedAcrossChecks("A", 3)
+		var errs policy.Errors
+		if !errors.As(f.lastError(), &errs) || !strings.HasPrefix(errs.Error(), "1 error(s) in policy bundle:\n  policy.yaml: policy tag: spec.validations[0].expression: compilation failed") || f.failures() != 1 {
+			t.Fatalf("last error %v, %d failures logged", f.lastError(), f.failures())
+		}
+		f.publish(bundle("B"), nil)
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+	})
+}
+
+func TestColdStartWithStoreDown(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		// The GCS client retries a 500 until its deadline.
+		f := newFixture(t, b, func(c *reload.Config) { c.CheckTimeout = time.Second })
+		f.publish(bundle("A"), nil)
+		b.proxy.Set(storetest.Fail500)
+		if err := f.r.Load(context.Background()); err == nil {
+			t.Fatal("load from a failing store succeeded")
+		}
+		if ready, detail := f.r.Ready(); ready || !strings.HasPrefix(detail, "not ready: no policy bundle loaded from "+b.direct.Location()+"\nlast check failed (1 in a row") {
+			t.Errorf("readyz %v %q", ready, detail)
+		}
+		// Reviews fail (the webhook's failurePolicy decides); retries back
+		// off: 1s, 2s, 4s…
+		for i, wait := range []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second} {
+			f.clock.Advance(wait)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := f.r.Review(ctx, policy.Route{Type: policy.Validating}, request)
+			cancel()
+			if !errors.Is(err, engine.ErrNoBundle) {
+				t.Fatalf("review %d without a bundle: %v, want ErrNoBundle", i, err)
+			}
+			waitIdle(t, f.r)
+			if got, want := f.r.Status().Failures, i+1; got != want {
+				t.Errorf("after %s: %d failed checks, want %d", wait, got, want)
+			}
+		}
+		b.proxy.Set(storetest.Pass)
+		f.clock.Advance(8 * time.Second)
+		f.served("A")
+	})
+}
+
+func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		fb, err := policy.Parse(bundle("fallback"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(fb, validate.NewCompiler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, b, func(c *reload.Config) { c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
+		f.publish(bundle("A"), nil)
+		b.server.Stop()
+		if err := f.r.Load(context.Background()); err == nil {
+			t.Fatal("load from a stopped store succeeded")
+		}
+		f.served("fallback")
+		if ready, detail := f.r.Ready(); !ready || !strings.HasPrefix(detail, "ok: serving fallback bundle "+fb.ID+" from /var/task/policies; "+b.direct.Location()+" not loaded\nlast check failed") {
+			t.Errorf("readyz %v %q", ready, detail)
+		}
+		f.clock.Advance(time.Second)
+		f.served("fallback")
+		b.server.Start()
+		f.clock.Advance(2 * time.Second)
+		f.served("A")
+		if s := f.r.Status(); s.Fallback || s.BundleID != policy.ID(bundle("A")) {
+			t.Errorf("status %+v", s)
+		}
+	})
+}
