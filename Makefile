@@ -18,17 +18,32 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
+# The object stores the storage tests read bundles from, run as real servers:
+# versitygw (S3) and fake-gcs-server (GCS), installed once per version.
+VERSITYGW_VERSION      := v1.8.0
+FAKE_GCS_VERSION       := v1.56.1
+VERSITYGW              ?= $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
+FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-gcs-server
+STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit policy-test e2e e2e-deps etcd kube-apiserver lint fmt build lambda gcf run-gcf bench clean
+.PHONY: run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
 test: lint unit policy-test e2e ## everything CI runs
 
-unit: ## Go tests, with the race detector
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+unit: store-deps ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
+	$(STORE_ENV) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+store-deps: $(VERSITYGW) $(FAKE_GCS_SERVER)
+
+$(VERSITYGW):
+	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+$(FAKE_GCS_SERVER):
+	GOBIN=$(dir $@) $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
 
 policy-test: ## admitfn lint and admitfn test on every bundle under policies/
 	$(GO) run ./cmd/admitfn lint policies/examples policies/library/*/

@@ -1,6 +1,6 @@
 // Command admitfn is the policy author's and operator's tool: it renders the
-// webhook configuration for a bundle (and, as it grows, tests, lints and
-// pushes bundles).
+// webhook configuration for a bundle, tests and lints bundles, and publishes
+// them to object storage.
 package main
 
 import (
@@ -24,6 +24,8 @@ Commands:
   render   print the webhook configurations that point kube-apiserver at the function
   test     run the test cases beside a bundle's policies
   lint     type-check a bundle's expressions and warn about what a function cannot do
+  push     publish a bundle to S3, GCS or a directory, manifest last, optionally signed
+  keygen   make an ed25519 key pair for signing bundles
 
 Run 'admitfn <command> -h' for a command's flags.
 `
@@ -42,6 +44,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = testCmd(args[1:], stdout, stderr)
 	case "lint":
 		err = lintCmd(args[1:], stdout, stderr)
+	case "push":
+		err = pushCmd(args[1:], stdout, stderr, os.Getenv)
+	case "keygen":
+		err = keygenCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

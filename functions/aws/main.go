@@ -4,13 +4,24 @@
 //
 // Configuration, from the environment:
 //
-//	ADMITFN_POLICIES   policy bundle directory (default $LAMBDA_TASK_ROOT/policies)
-//	ADMITFN_LOG_LEVEL  debug, info, warn or error (default: the function's
-//	                   application log level, AWS_LAMBDA_LOG_LEVEL, else info)
+//	ADMITFN_POLICIES           the bundle: a directory, s3://bucket/prefix or
+//	                           gs://bucket/prefix (default $LAMBDA_TASK_ROOT/policies)
+//	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded
+//	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
+//	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
+//	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers (AWS_ENDPOINT_URL_S3)
+//	ADMITFN_LOG_LEVEL          debug, info, warn or error (default: the function's
+//	                           application log level, AWS_LAMBDA_LOG_LEVEL, else info)
+//
+// A bundle in a directory that does not load fails the cold start. A bundle
+// in S3 that cannot be read does not: reviews fail (so the webhook's
+// failurePolicy decides), or the fallback serves, and later invocations
+// retry.
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,19 +63,28 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
-	dir := getenv("ADMITFN_POLICIES")
-	if dir == "" {
-		dir = filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies")
-	}
-	eng, b, err := bundle.Load(dir, log)
+	cfg, err := bundle.ConfigFromEnv(getenv, filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies"))
 	if err != nil {
-		log.Error().Err(err).Msg("cannot load the policy bundle")
-		return nil, initError(api, "Runtime.BundleError", err)
+		return nil, initError(api, "Runtime.ConfigError", err)
 	}
-	policies, bindings := bundle.Counts(b)
-	log.Info().Str("policies", dir).Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).
-		Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return awslambda.New(httpadapter.New(eng, log), log), nil
+	// Lambda allows 10 s for the whole init phase.
+	cfg.InitTimeout = 5 * time.Second
+	rl, err := bundle.Start(context.Background(), cfg, log)
+	if err != nil {
+		errorType := "Runtime.BundleError"
+		if errors.Is(err, bundle.ErrConfig) {
+			errorType = "Runtime.ConfigError"
+		}
+		log.Error().Err(err).Msg("cannot load the policy bundle")
+		return nil, initError(api, errorType, err)
+	}
+	e := log.Info().Str("policies", cfg.Policies)
+	if eng := rl.Engine(); eng != nil {
+		policies, bindings := bundle.Counts(eng.Bundle())
+		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
+	}
+	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	return awslambda.New(httpadapter.New(rl, log), log), nil
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

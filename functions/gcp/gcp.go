@@ -5,13 +5,24 @@
 //
 // Configuration, from the environment:
 //
-//	ADMITFN_POLICIES      policy bundle directory (default: the policies/ of
-//	                      the uploaded source)
-//	ADMITFN_LOG_LEVEL     debug, info, warn or error (default info)
-//	GOOGLE_CLOUD_PROJECT  the project, to name traces in log lines
+//	ADMITFN_POLICIES           the bundle: a directory, gs://bucket/prefix or
+//	                           s3://bucket/prefix (default: the policies/ of the
+//	                           uploaded source)
+//	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded
+//	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
+//	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
+//	ADMITFN_LOG_LEVEL          debug, info, warn or error (default info)
+//	GOOGLE_CLOUD_PROJECT       the project, to name traces in log lines
+//
+// A bundle in a directory that does not load keeps the instance from
+// starting. A bundle in GCS that cannot be read does not: reviews fail (so
+// the webhook's failurePolicy decides), or the fallback serves, and later
+// requests retry. Checks for a new bundle run on requests, because Cloud
+// Functions throttles the CPU between them.
 package gcp
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -47,18 +58,22 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, err
 	}
-	dir := getenv("ADMITFN_POLICIES")
-	if dir == "" {
-		dir = defaultPolicies()
-	}
-	eng, b, err := bundle.Load(dir, log)
+	cfg, err := bundle.ConfigFromEnv(getenv, defaultPolicies())
 	if err != nil {
 		return nil, err
 	}
-	policies, bindings := bundle.Counts(b)
-	log.Info().Str("policies", dir).Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).
-		Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return gcf.New(httpadapter.New(eng, log), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+	cfg.InitTimeout = 10 * time.Second
+	rl, err := bundle.Start(context.Background(), cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	e := log.Info().Str("policies", cfg.Policies)
+	if eng := rl.Engine(); eng != nil {
+		policies, bindings := bundle.Counts(eng.Bundle())
+		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
+	}
+	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	return gcf.New(httpadapter.New(rl, log), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 
 // defaultPolicies is the policies/ directory of the uploaded source: Cloud

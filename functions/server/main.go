@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -36,7 +37,8 @@ func main() {
 }
 
 type config struct {
-	addr, policies, tlsCert, tlsKey, logLevel string
+	addr, tlsCert, tlsKey, logLevel string
+	bundle                          bundle.Config
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -50,11 +52,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>], GET /healthz and GET /readyz.\nEach flag's default comes from the environment variable named with it.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>] and /mutate[/<group>], GET /healthz and GET /readyz.\nEach flag's default comes from the environment variable named with it. Object stores are\nchecked for a new bundle in the background and on requests; S3 reads AWS_REGION,\nAWS_ENDPOINT_URL_S3 and ADMITFN_S3_PATH_STYLE=true, GCS honours STORAGE_EMULATOR_HOST.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.addr, "addr", env("ADMITFN_ADDR", "127.0.0.1:8080"), "listen address (ADMITFN_ADDR)")
-	fs.StringVar(&c.policies, "policies", env("ADMITFN_POLICIES", "policies/examples"), "policy bundle directory (ADMITFN_POLICIES)")
+	fs.StringVar(&c.bundle.Policies, "policies", env("ADMITFN_POLICIES", "policies/examples"), "policy bundle: a directory, s3://bucket/prefix or gs://bucket/prefix (ADMITFN_POLICIES)")
+	fs.StringVar(&c.bundle.Fallback, "fallback-policies", env("ADMITFN_FALLBACK_POLICIES", ""), "directory served while the bundle cannot be loaded (ADMITFN_FALLBACK_POLICIES)")
+	fs.StringVar(&c.bundle.PublicKey, "bundle-public-key", env("ADMITFN_BUNDLE_PUBLIC_KEY", ""), "ed25519 public keys (PEM or base64); only bundles signed by one load (ADMITFN_BUNDLE_PUBLIC_KEY)")
+	interval := fs.String("refresh-interval", env("ADMITFN_REFRESH_INTERVAL", "30s"), "how often to check for a new bundle; 0 turns refresh off (ADMITFN_REFRESH_INTERVAL)")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS (ADMITFN_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("ADMITFN_TLS_KEY", ""), "TLS private key PEM file (ADMITFN_TLS_KEY)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
@@ -64,6 +69,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	var err error
+	if c.bundle.Interval, err = bundle.ParseInterval(*interval); err != nil {
+		return c, err
+	}
+	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
+		if c.bundle.S3PathStyle, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
+		}
+	}
+	c.bundle.InitTimeout = 10 * time.Second
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("-tls-cert and -tls-key go together")
 	}
@@ -84,18 +99,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 
-	eng, b, err := bundle.Load(cfg.policies, log)
+	rl, err := bundle.Start(ctx, cfg.bundle, log)
 	if err != nil {
 		return err
 	}
-	policies, bindings := bundle.Counts(b)
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           httpadapter.New(eng, log),
+		Handler:           httpadapter.New(rl, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      35 * time.Second,
@@ -107,8 +121,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.tlsCert != "" {
 		scheme = "https"
 	}
-	log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.policies).
-		Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings).Msg("serving")
+	e := log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.bundle.Policies)
+	if eng := rl.Engine(); eng != nil {
+		policies, bindings := bundle.Counts(eng.Bundle())
+		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
+	}
+	e.Msg("serving")
+	go rl.Run(ctx)
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
 	}

@@ -160,11 +160,11 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.addr != "0.0.0.0:9000" || cfg.policies != "/from/flag" || cfg.logLevel != "info" {
+	if cfg.addr != "0.0.0.0:9000" || cfg.bundle.Policies != "/from/flag" || cfg.logLevel != "info" {
 		t.Errorf("config = %+v", cfg)
 	}
 	cfg, _ = parseConfig(nil, func(string) string { return "" }, io.Discard)
-	if cfg.addr != "127.0.0.1:8080" || cfg.policies != "policies/examples" {
+	if cfg.addr != "127.0.0.1:8080" || cfg.bundle.Policies != "policies/examples" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	for _, args := range [][]string{{"-tls-cert", "c.pem"}, {"extra"}, {"-nope"}} {
@@ -240,7 +240,7 @@ func TestProcess(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("empty bundle dir: err %v", err)
 	}
-	if !strings.Contains(string(out), "admitfn server: load ") || !strings.Contains(string(out), "no .yaml, .yml or .json files") {
+	if !strings.Contains(string(out), "admitfn server: load ") || !strings.Contains(string(out), "no bundle: neither a manifest nor any .yaml, .yml or .json file") {
 		t.Errorf("output: %s", out)
 	}
 }

@@ -363,8 +363,11 @@ func TestBadBundleKeepsTheInstanceFromStarting(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v: %s", err, out)
 	}
+	// The loader's own ERROR line comes first; the last says why the
+	// instance stops.
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
 	var m map[string]any
-	if json.Unmarshal(bytes.TrimSpace(out), &m) != nil || m["severity"] != "CRITICAL" || !strings.HasPrefix(fmt.Sprint(m["message"]), "admitfn cannot start: load "+bad) {
+	if json.Unmarshal(lines[len(lines)-1], &m) != nil || m["severity"] != "CRITICAL" || !strings.HasPrefix(fmt.Sprint(m["message"]), "admitfn cannot start: load "+bad) {
 		t.Errorf("output: %s", out)
 	}
 }

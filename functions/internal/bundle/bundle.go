@@ -1,33 +1,157 @@
-// Package bundle loads the policy bundle an entry point serves and builds
-// its engine, once per process: the same start-up on every platform.
+// Package bundle starts the policy bundle an entry point serves, the same
+// way on every platform: from the location in ADMITFN_POLICIES (a
+// directory, s3:// or gs://), verified, compiled and then kept fresh by a
+// reload.Reloader.
 package bundle
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/reload"
+	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/anystore"
 )
 
-// Load compiles the bundle in directory dir and logs the policy groups it
-// serves, one line each.
-func Load(dir string, log zerolog.Logger) (*engine.Engine, *policy.Bundle, error) {
-	eng, b, err := engine.Load(os.DirFS(dir), ".", validate.NewCompiler())
-	if err != nil {
-		return nil, nil, fmt.Errorf("load %s: %w", dir, err)
+// EnvHelp documents the variables Config reads, for each entry point's
+// usage text.
+const EnvHelp = `	ADMITFN_POLICIES           the bundle: a directory, s3://bucket/prefix or gs://bucket/prefix
+	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded (optional)
+	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys (PEM, or base64 separated by commas): only
+	                           bundles whose manifest one of them signed load
+	ADMITFN_REFRESH_INTERVAL   how often to check for a new bundle (default 30s, plus up to
+	                           a fifth of jitter; 0 turns refresh off)
+	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers that need path-style requests
+	                           (with the AWS SDK's AWS_ENDPOINT_URL_S3 and AWS_REGION)
+	STORAGE_EMULATOR_HOST      a GCS emulator, read by the Google Cloud client library`
+
+// Config is where the bundle comes from and how it is checked.
+type Config struct {
+	Policies  string
+	Fallback  string
+	PublicKey string
+	// Interval: 0 for the default, negative for no refresh.
+	Interval    time.Duration
+	S3PathStyle bool
+	// InitTimeout bounds the first load from an object store; a directory
+	// is read without a bound.
+	InitTimeout time.Duration
+}
+
+// ConfigFromEnv reads Config from the environment; policies is the
+// location to use when ADMITFN_POLICIES is not set.
+func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) {
+	c := Config{Policies: getenv("ADMITFN_POLICIES"), Fallback: getenv("ADMITFN_FALLBACK_POLICIES"), PublicKey: getenv("ADMITFN_BUNDLE_PUBLIC_KEY")}
+	if c.Policies == "" {
+		c.Policies = policies
 	}
+	var err error
+	if c.Interval, err = ParseInterval(getenv("ADMITFN_REFRESH_INTERVAL")); err != nil {
+		return c, err
+	}
+	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
+		if c.S3PathStyle, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
+		}
+	}
+	return c, nil
+}
+
+// ParseInterval reads ADMITFN_REFRESH_INTERVAL: "" is the default, "0"
+// turns refresh off.
+func ParseInterval(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("refresh interval %q: want a duration such as 30s, or 0 to turn refresh off", s)
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	if d < time.Second {
+		return 0, fmt.Errorf("refresh interval %q: at least 1s", s)
+	}
+	return d, nil
+}
+
+// ErrConfig marks configuration errors, which no retry mends.
+var ErrConfig = errors.New("configuration error")
+
+// Start opens the location and loads the bundle. A directory that does not
+// load is an error (a broken deployment should not start). An object store
+// that cannot be read is not: the Reloader starts without a bundle (or with
+// the fallback), reviews fail until a load succeeds, and later requests
+// retry with backoff. Every load logs the policy groups it serves.
+func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader, error) {
+	loc, err := store.ParseLocation(c.Policies)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	keys, err := snapshot.ParsePublicKeys(c.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY: %w", ErrConfig, err)
+	}
+	bucket, err := anystore.Open(ctx, loc, anystore.Options{S3PathStyle: c.S3PathStyle}, false)
+	if err != nil {
+		if !loc.Remote() {
+			return nil, fmt.Errorf("load %s: %w", c.Policies, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	compiler := validate.NewCompiler()
+	cfg := reload.Config{
+		Fetcher:          &snapshot.Fetcher{Bucket: bucket, Keys: keys},
+		Compiler:         compiler,
+		Interval:         c.Interval,
+		Log:              log,
+		WarnUnmanifested: loc.Remote(),
+		OnLoad:           func(e *engine.Engine) { logGroups(e, log) },
+	}
+	if c.Fallback != "" {
+		eng, _, err := engine.Load(os.DirFS(c.Fallback), ".", compiler)
+		if err != nil {
+			return nil, fmt.Errorf("%w: fallback bundle %s: %w", ErrConfig, c.Fallback, err)
+		}
+		cfg.Fallback, cfg.FallbackSource = eng, c.Fallback
+		log.Info().Str("fallback_policies", c.Fallback).Str("bundle", eng.BundleID()).Msg("fallback bundle loaded")
+	}
+	r := reload.New(cfg)
+	loadCtx, cancel := ctx, context.CancelFunc(func() {})
+	if loc.Remote() && c.InitTimeout > 0 {
+		loadCtx, cancel = context.WithTimeout(ctx, c.InitTimeout)
+	}
+	defer cancel()
+	if err := r.Load(loadCtx); err != nil {
+		if !loc.Remote() {
+			return nil, fmt.Errorf("load %s: %w", c.Policies, err)
+		}
+		log.Warn().Str("policies", loc.String()).Bool("fallback", cfg.Fallback != nil).
+			Msg("starting without a bundle from the policy store: reviews fail (the webhook's failurePolicy decides), or the fallback serves, until a load succeeds")
+	}
+	return r, nil
+}
+
+// logGroups logs the policy groups a bundle serves, one line each.
+func logGroups(eng *engine.Engine, log zerolog.Logger) {
 	for _, g := range eng.Groups() {
-		e := log.Info().Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)+len(g.MutatingBindings))
+		e := log.Info().Str("bundle", eng.BundleID()).Str("route", g.Path()).Str("failure_policy", string(g.FailurePolicy)).Int("bindings", len(g.Bindings)+len(g.MutatingBindings))
 		if g.Type == policy.Mutating {
 			e = e.Str("reinvocation_policy", string(g.ReinvocationPolicy))
 		}
 		e.Msg("policy group")
 	}
-	return eng, b, nil
 }
 
 // Counts are the bundle's sizes for a start-up log line.

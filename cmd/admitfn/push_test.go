@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/internal/storetest"
+	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/gcsstore"
+	"github.com/admitfn/admitfn/store/s3store"
+)
+
+func admitfn(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// keys makes a signing key with admitfn keygen and reads its public half.
+func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
+	t.Helper()
+	keyFile = filepath.Join(t.TempDir(), "bundle.key")
+	code, out, errOut := admitfn("keygen", "-out", keyFile)
+	if code != 0 || !regexp.MustCompile(`^wrote \S+ and \S+\.pub \(key id [0-9a-f]{16}\)\n-----BEGIN PUBLIC KEY-----\n`).MatchString(out) {
+		t.Fatalf("keygen: %d %q %q", code, out, errOut)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("private key file: %v %v", fi, err)
+	}
+	pubPEM, err := os.ReadFile(keyFile + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, err = snapshot.ParsePublicKeys(string(pubPEM)); err != nil || len(pub) != 1 {
+		t.Fatalf("public key: %v", err)
+	}
+	if code, _, errOut := admitfn("keygen", "-out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting a key") {
+		t.Errorf("keygen over an existing key: %d %q", code, errOut)
+	}
+	return keyFile, pub
+}
+
+// push publishes the example bundle to the location and fetches it back as
+// a function would.
+func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
+	t.Helper()
+	keyFile, pub := keys(t)
+	code, out, errOut := admitfn("push", "-policies", "../../policies/examples", "-to", to, "-sign-key", keyFile)
+	if code != 0 {
+		t.Fatalf("push: %d\n%s\n%s", code, out, errOut)
+	}
+	sources, err := policy.ReadFS(os.DirFS("../../policies/examples"), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := policy.ID(sources)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + snapshot.KeyID(pub[0])
+	if len(lines) != 13 || last != wantLast || !strings.HasPrefix(lines[0], "uploaded prod/01-basic.yaml (") {
+		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
+	}
+	snap, err := (&snapshot.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.BundleID != id || len(snap.Sources) != 12 || !snap.Manifested {
+		t.Errorf("fetched %s with %d files", snap.BundleID, len(snap.Sources))
+	}
+	for _, s := range snap.Sources {
+		if policy.IsTestFile(s.Name) {
+			t.Errorf("test file %s was published", s.Name)
+		}
+	}
+}
+
+func TestPushToS3(t *testing.T) {
+	s := storetest.StartS3(t)
+	s.CreateBucket(t, "policies", true)
+	s.SetEnv(t)
+	pushAndFetch(t, "s3://policies/prod", s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}))
+}
+
+func TestPushToGCS(t *testing.T) {
+	g := storetest.StartGCS(t)
+	g.CreateBucket(t, "policies", false)
+	t.Setenv("STORAGE_EMULATOR_HOST", g.Host)
+	pushAndFetch(t, "gs://policies/prod", gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}))
+}
+
+func TestPushToDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errOut := admitfn("push", "-policies", "testdata/small", "-to", dir, "-o", "json")
+	if code != 0 {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	var m snapshot.Manifest
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Kind != snapshot.ManifestKind || len(m.Objects) == 0 {
+		t.Fatalf("-o json: %v %s", err, out)
+	}
+	snap, err := (&snapshot.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
+	if err != nil || snap.BundleID != m.Bundle {
+		t.Fatalf("fetch: %v", err)
+	}
+	// The published directory is itself a bundle admitfn reads.
+	if code, out, errOut := admitfn("lint", dir); code != 0 {
+		t.Errorf("lint of the published directory: %d %s %s", code, out, errOut)
+	}
+}
+
+// A bundle that would not load is not published: nothing is uploaded.
+func TestPushRefusesABadBundle(t *testing.T) {
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "p.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}\n  validations:\n  - expression: 'object.spec +'\n"), 0o644)
+	to := filepath.Join(t.TempDir(), "out")
+	code, _, errOut := admitfn("push", "-policies", bad, "-to", to)
+	if code != 1 || !strings.HasPrefix(errOut, "admitfn push: "+bad+": 1 error(s) in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed") {
+		t.Errorf("push of a bad bundle: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(to); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the target was touched: %v", err)
+	}
+}
+
+func TestPushUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"push"}, 2, "-policies and -to are required\n"},
+		{[]string{"push", "-policies", "x"}, 2, "-policies and -to are required\n"},
+		{[]string{"push", "-policies", "x", "-to", "y", "extra"}, 2, "unexpected arguments: [extra]\n"},
+		{[]string{"push", "-policies", "x", "-to", "y", "-o", "yaml"}, 2, "-o must be text or json, not \"yaml\"\n"},
+		{[]string{"push", "-policies", "testdata/small", "-to", "ftp://host/p"}, 1, "admitfn push: policy location \"ftp://host/p\": unsupported scheme \"ftp\": want a directory, s3://bucket/prefix or gs://bucket/prefix\n"},
+		{[]string{"push", "-policies", "testdata/small", "-to", "out", "-sign-key", "push_test.go"}, 1, "admitfn push: push_test.go: signing key: want a PEM PRIVATE KEY block (PKCS #8)\n"},
+		{[]string{"keygen"}, 2, "-out is required, and nothing else\n"},
+	} {
+		code, _, errOut := admitfn(tc.args...)
+		if code != tc.code || errOut != tc.err {
+			t.Errorf("admitfn %v: %d %q, want %d %q", tc.args, code, errOut, tc.code, tc.err)
+		}
+	}
+	if code, out, _ := admitfn("push", "-h"); code != 0 {
+		t.Errorf("push -h: %d %s", code, out)
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/internal/storetest"
+	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/gcsstore"
+	"github.com/admitfn/admitfn/store/s3store"
+)
+
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func publishDir(t *testing.T, b store.Bucket, dir string) string {
+	t.Helper()
+	sources, err := policy.ReadFS(os.DirFS(dir), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.Publish(context.Background(), b, sources, snapshot.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Bundle
+}
+
+// The server loads from an object store and picks up a newly published
+// bundle by itself, in the background.
+func TestBundleFromObjectStores(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T) (store.Bucket, string)
+	}{
+		{"s3", func(t *testing.T) (store.Bucket, string) {
+			s := storetest.StartS3(t)
+			s.CreateBucket(t, "policies", true)
+			s.SetEnv(t)
+			return s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}), "s3://policies/prod"
+		}},
+		{"gcs", func(t *testing.T) (store.Bucket, string) {
+			g := storetest.StartGCS(t)
+			g.CreateBucket(t, "policies", false)
+			t.Setenv("STORAGE_EMULATOR_HOST", g.Host)
+			return gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}), "gs://policies/prod"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket, loc := tc.setup(t)
+			first := publishDir(t, bucket, examples)
+			addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", loc, "-refresh-interval", "1s"}, nil)
+			code, body := readyz(t, addr)
+			if code != 200 || !strings.HasPrefix(body, "ok: bundle "+first+" from "+loc+", age ") {
+				t.Fatalf("readyz %d %q", code, body)
+			}
+			second := publishDir(t, bucket, "../../policies/library/disallow-latest-tag")
+			// Interval 1s plus up to 0.2s of jitter: the background check
+			// has had several chances within 10s.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, body = readyz(t, addr)
+				if strings.HasPrefix(body, "ok: bundle "+second+" from "+loc) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("bundle %s not served after 10s: %q\n%s", second, body, logs)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if !strings.Contains(logs.String(), `"previous_bundle":"`+first+`"`) {
+				t.Errorf("no reload logged:\n%s", logs)
+			}
+		})
+	}
+}
