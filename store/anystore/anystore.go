@@ -1,15 +1,18 @@
 // Package anystore opens the bucket of any bundle location: a directory,
 // s3:// (aws-sdk-go-v2) or gs:// (cloud.google.com/go/storage).
+//
+// Each SDK adds megabytes to a binary and time to its start, so a build can
+// leave one out: -tags admitfn_nogcs or admitfn_nos3. `make lambda` builds
+// without GCS (19 MiB less); such a build refuses gs:// with a clear error.
 package anystore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/s3store"
 )
 
 // Options configure the object-store clients beyond their SDKs' own
@@ -19,14 +22,17 @@ type Options struct {
 	S3PathStyle bool
 }
 
+// ErrNotBuiltIn: this binary was built without the location's backend.
+var ErrNotBuiltIn = errors.New("storage backend not built in")
+
 // Open returns the bucket of loc. A directory must exist unless create is
 // set, when it is made (a push target).
 func Open(ctx context.Context, loc store.Location, opts Options, create bool) (store.Bucket, error) {
 	switch loc.Scheme {
 	case "s3":
-		return s3store.Open(ctx, loc, s3store.Options{PathStyle: opts.S3PathStyle})
+		return openS3(ctx, loc, opts)
 	case "gs":
-		return gcsstore.Open(ctx, loc)
+		return openGCS(ctx, loc)
 	}
 	if create {
 		if err := os.MkdirAll(loc.Bucket, 0o755); err != nil {
@@ -41,4 +47,8 @@ func Open(ctx context.Context, loc store.Location, opts Options, create bool) (s
 		return nil, fmt.Errorf("%s is not a directory", loc.Bucket)
 	}
 	return store.NewDir(loc.Bucket), nil
+}
+
+func notBuiltIn(loc store.Location, tag string) error {
+	return fmt.Errorf("%s: %w: this binary was built with -tags %s", loc, ErrNotBuiltIn, tag)
 }

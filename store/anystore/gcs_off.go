@@ -1,0 +1,13 @@
+//go:build admitfn_nogcs
+
+package anystore
+
+import (
+	"context"
+
+	"github.com/admitfn/admitfn/store"
+)
+
+func openGCS(_ context.Context, loc store.Location) (store.Bucket, error) {
+	return nil, notBuiltIn(loc, "admitfn_nogcs")
+}

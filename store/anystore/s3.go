@@ -1,0 +1,14 @@
+//go:build !admitfn_nos3
+
+package anystore
+
+import (
+	"context"
+
+	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/s3store"
+)
+
+func openS3(ctx context.Context, loc store.Location, opts Options) (store.Bucket, error) {
+	return s3store.Open(ctx, loc, s3store.Options{PathStyle: opts.S3PathStyle})
+}
