@@ -39,11 +39,8 @@ checked as kube-apiserver checks it on create), then:
 Exits 1 when a bundle does not load or has errors; warnings alone exit 0.
 `, lint.MaxGroups)
 	}
-	if err := fset.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fset, args); err != nil {
+		return err
 	}
 	if fset.NArg() == 0 {
 		fmt.Fprintln(stderr, "admitfn lint: name at least one bundle directory")

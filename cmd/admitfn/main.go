@@ -72,3 +72,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // errUsage marks bad flags; the flag package has already explained them.
 var errUsage = errors.New("usage")
+
+// parseFlags parses a subcommand's flags: -h is flag.ErrHelp, anything the
+// flag package rejected (and explained) is errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}

@@ -114,11 +114,8 @@ Flags:
 `)
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fset, args); err != nil {
+		return err
 	}
 	if *output != "text" && *output != "json" {
 		fmt.Fprintf(stderr, "-o must be text or json, not %q\n", *output)

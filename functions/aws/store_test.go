@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/lambdatest"
 	"github.com/admitfn/admitfn/internal/storetest"
-	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/s3store"
 )
@@ -22,14 +18,7 @@ import (
 func TestBundleFromS3ColdStartWithStoreDown(t *testing.T) {
 	s := storetest.StartS3(t)
 	s.CreateBucket(t, "policies", true)
-	sources, err := policy.ReadFS(os.DirFS("../../policies/examples"), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket := s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"})
-	if _, err := snapshot.Publish(context.Background(), bucket, sources, snapshot.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.PublishDir(t, s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}), "../../policies/examples")
 	s.Stop()
 
 	api, err := lambdatest.NewRuntimeAPI()

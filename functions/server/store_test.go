@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/storetest"
-	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/gcsstore"
 	"github.com/admitfn/admitfn/store/s3store"
@@ -26,19 +22,6 @@ func readyz(t *testing.T, addr string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-func publishDir(t *testing.T, b store.Bucket, dir string) string {
-	t.Helper()
-	sources, err := policy.ReadFS(os.DirFS(dir), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.Publish(context.Background(), b, sources, snapshot.PublishOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.Bundle
 }
 
 // The server loads from an object store and picks up a newly published
@@ -63,13 +46,13 @@ func TestBundleFromObjectStores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket, loc := tc.setup(t)
-			first := publishDir(t, bucket, examples)
+			first := storetest.PublishDir(t, bucket, examples).Bundle
 			addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", loc, "-refresh-interval", "1s"}, nil)
 			code, body := readyz(t, addr)
 			if code != 200 || !strings.HasPrefix(body, "ok: bundle "+first+" from "+loc+", age ") {
 				t.Fatalf("readyz %d %q", code, body)
 			}
-			second := publishDir(t, bucket, "../../policies/library/disallow-latest-tag")
+			second := storetest.PublishDir(t, bucket, "../../policies/library/disallow-latest-tag").Bundle
 			// Interval 1s plus up to 0.2s of jitter: the background check
 			// has had several chances within 10s.
 			deadline := time.Now().Add(10 * time.Second)

@@ -1,7 +1,6 @@
 package gcfsource
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,9 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/storetest"
-	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/gcsstore"
 )
@@ -24,15 +21,7 @@ import (
 func TestBundleFromGCS(t *testing.T) {
 	g := storetest.StartGCS(t)
 	g.CreateBucket(t, "policies", false)
-	sources, err := policy.ReadFS(os.DirFS(filepath.Join(repoDir, "policies/examples")), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket := gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"})
-	m, err := snapshot.Publish(context.Background(), bucket, sources, snapshot.PublishOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := storetest.PublishDir(t, gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}), filepath.Join(repoDir, "policies/examples"))
 	base, logs := serve(t, srcDir, "STORAGE_EMULATOR_HOST="+g.Host, "ADMITFN_POLICIES=gs://policies/prod")
 
 	resp, err := http.Get(base + "/readyz")

@@ -1,0 +1,81 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/internal/syncbuf"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"ADMITFN_FALLBACK_POLICIES": "/opt/fallback", "ADMITFN_BUNDLE_PUBLIC_KEY": "k",
+		"ADMITFN_REFRESH_INTERVAL": "2m", "ADMITFN_S3_PATH_STYLE": "true",
+	}
+	c, err := ConfigFromEnv(func(k string) string { return env[k] }, "/var/task/policies")
+	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", Interval: 2 * time.Minute, S3PathStyle: true}
+	if err != nil || c != want {
+		t.Fatalf("%+v %v, want %+v", c, err, want)
+	}
+	env = map[string]string{"ADMITFN_POLICIES": "s3://b/p", "ADMITFN_REFRESH_INTERVAL": "0"}
+	if c, err := ConfigFromEnv(func(k string) string { return env[k] }, "x"); err != nil || c.Policies != "s3://b/p" || c.Interval >= 0 {
+		t.Fatalf("refresh off: %+v %v", c, err)
+	}
+	for value, want := range map[string]string{
+		"ADMITFN_REFRESH_INTERVAL=-1s":  `refresh interval "-1s": want a duration such as 30s, or 0 to turn refresh off`,
+		"ADMITFN_REFRESH_INTERVAL=10ms": `refresh interval "10ms": at least 1s`,
+		"ADMITFN_S3_PATH_STYLE=yes":     `ADMITFN_S3_PATH_STYLE="yes": want true or false`,
+	} {
+		k, v, _ := strings.Cut(value, "=")
+		if _, err := ConfigFromEnv(func(name string) string { return map[string]string{k: v}[name] }, "x"); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", value, err, want)
+		}
+	}
+}
+
+func TestStartFromADirectory(t *testing.T) {
+	var logs syncbuf.Buffer
+	r, err := Start(context.Background(), Config{Policies: "../../../policies/examples"}, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Engine() == nil || r.Status().Fallback {
+		t.Fatalf("status %+v", r.Status())
+	}
+	// One line per policy group, after the load line; no manifest warning
+	// for a directory.
+	if n := strings.Count(logs.String(), `"message":"policy group"`); n != len(r.Engine().Groups()) {
+		t.Errorf("%d group lines for %d groups", n, len(r.Engine().Groups()))
+	}
+	if strings.Contains(logs.String(), "no manifest") {
+		t.Errorf("manifest warning for a directory:\n%s", logs.String())
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "p.yaml"), []byte("kind: Nope\napiVersion: v1\n"), 0o644)
+	for _, tc := range []struct {
+		cfg    Config
+		config bool
+		msg    string
+	}{
+		{Config{Policies: "/nonexistent"}, false, "load /nonexistent: stat /nonexistent: no such file or directory"},
+		{Config{Policies: bad}, false, "load " + bad + ": 1 error(s) in policy bundle:"},
+		{Config{Policies: "ftp://x"}, true, `configuration error: policy location "ftp://x": unsupported scheme "ftp"`},
+		{Config{Policies: "../../../policies/examples", PublicKey: "-----BEGIN"}, true, "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key: text outside PEM blocks"},
+		{Config{Policies: "../../../policies/examples", Fallback: bad}, true, "configuration error: fallback bundle " + bad + ": 1 error(s) in policy bundle:"},
+	} {
+		_, err := Start(context.Background(), tc.cfg, zerolog.Nop())
+		if err == nil || errors.Is(err, ErrConfig) != tc.config || !strings.HasPrefix(err.Error(), tc.msg) {
+			t.Errorf("%+v: %v (config error %v), want %q", tc.cfg, err, tc.config, tc.msg)
+		}
+	}
+}
