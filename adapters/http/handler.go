@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -51,27 +52,60 @@ type Readiness interface {
 type Handler struct {
 	engine Engine
 	log    zerolog.Logger
+	tokens [][]byte
+	auth   Authenticator
+	// rejected counts requests refused for a missing or wrong path token
+	// or credentials.
+	rejected atomic.Int64
 }
 
 var _ http.Handler = (*Handler)(nil)
 
 // New returns a handler over e that logs to log.
-func New(e Engine, log zerolog.Logger) *Handler {
-	return &Handler{engine: e, log: log}
+func New(e Engine, log zerolog.Logger, opts ...Option) *Handler {
+	h := &Handler{engine: e, log: log}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
+// Rejected counts the requests refused for a missing or wrong path token or
+// credentials.
+func (h *Handler) Rejected() int64 { return h.rejected.Load() }
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/healthz":
+	path, tokenOK := h.stripToken(r.URL.Path)
+	switch {
+	case r.URL.Path == "/healthz" || (tokenOK && path == "/healthz"):
 		h.probe(w, r, "ok")
 		return
-	case "/readyz":
-		h.readyz(w, r)
+	case tokenOK && path == "/readyz":
+		h.readyz(w, r, true)
+		return
+	case r.URL.Path == "/readyz":
+		// Platforms probe without the token: they learn ready or not, and
+		// nothing of the bundle or the store.
+		h.readyz(w, r, false)
+		return
+	case !tokenOK:
+		h.rejected.Add(1)
+		// A bare 404, the same for every path: a scanner learns nothing,
+		// and the path (which may hold a mistyped token) is not logged.
+		WriteStatus(w, http.StatusNotFound, "not found")
+		h.logger(r).Debug().Str("method", r.Method).Int("status", http.StatusNotFound).Msg("request without a valid path token")
 		return
 	}
-	route, ok := policy.ParseRoute(r.URL.Path)
+	route, ok := policy.ParseRoute(path)
 	if !ok {
-		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", r.URL.Path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
+		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
+		return
+	}
+	if h.auth != nil && !h.auth.Authenticate(r) {
+		h.rejected.Add(1)
+		w.Header().Set("WWW-Authenticate", h.auth.Challenge())
+		WriteStatus(w, http.StatusUnauthorized, "authentication required")
+		h.logger(r).Warn().Str("route", path).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -79,16 +113,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
 		return
 	}
-	h.review(w, r, route)
+	h.review(w, r, route, path)
 }
 
-func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request, detailed bool) {
 	rd, ok := h.engine.(Readiness)
 	if !ok {
 		h.probe(w, r, "ok: bundle "+h.engine.BundleID())
 		return
 	}
 	ready, detail := rd.Ready()
+	if !detailed && len(h.tokens) > 0 {
+		detail = "ok"
+		if !ready {
+			detail = "not ready"
+		}
+	}
 	if !ready {
 		h.probeStatus(w, r, http.StatusServiceUnavailable, detail)
 		return
@@ -120,11 +160,13 @@ func (h *Handler) logger(r *http.Request) *zerolog.Logger {
 	return &h.log
 }
 
-func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route) {
+// review answers a review request; path is the request's path without the
+// token, the only one logged.
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route, path string) {
 	start := time.Now()
 	log := h.logger(r)
 	logLine := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str("route", r.URL.Path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
+		return e.Str("route", path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
@@ -273,6 +315,8 @@ func reasonForCode(code int) metav1.StatusReason {
 	switch code {
 	case http.StatusBadRequest:
 		return metav1.StatusReasonBadRequest
+	case http.StatusUnauthorized:
+		return metav1.StatusReasonUnauthorized
 	case http.StatusNotFound:
 		return metav1.StatusReasonNotFound
 	case http.StatusMethodNotAllowed:

@@ -26,6 +26,7 @@ Commands:
   lint     type-check a bundle's expressions and warn about what a function cannot do
   push     publish a bundle to S3, GCS or a directory, manifest last, optionally signed
   keygen   make an ed25519 key pair for signing bundles
+  token    make a path token for the function's URL
 
 Run 'admitfn <command> -h' for a command's flags.
 `
@@ -48,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = pushCmd(args[1:], stdout, stderr, os.Getenv)
 	case "keygen":
 		err = keygenCmd(args[1:], stdout, stderr)
+	case "token":
+		err = tokenCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

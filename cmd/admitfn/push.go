@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,57 +128,5 @@ Flags:
 		signed = "signed by key " + snapshot.KeyID(key.Public().(ed25519.PublicKey))
 	}
 	fmt.Fprintf(stdout, "published bundle %s to %s: %d files, manifest %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(snapshot.ManifestKey), signed)
-	return nil
-}
-
-func keygenCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "file for the private key (PKCS #8 PEM, mode 0600); the public key goes to FILE.pub (required)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: admitfn keygen -out FILE
-
-Generates an ed25519 key pair for signing bundles: 'admitfn push -sign-key FILE'
-signs, and the functions' ADMITFN_BUNDLE_PUBLIC_KEY set to the contents of
-FILE.pub verifies. The public key is also printed. openssl makes the same keys:
-openssl genpkey -algorithm ed25519 -out FILE; openssl pkey -in FILE -pubout.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "-out is required, and nothing else")
-		return errUsage
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
-	privPEM, pubPEM, err := snapshot.MarshalKeys(priv)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%s exists: not overwriting a key", *out)
-		}
-		return err
-	}
-	if _, err := f.Write(privPEM); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.WriteFile(*out+".pub", pubPEM, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s and %s (key id %s)\n%s", *out, *out+".pub", snapshot.KeyID(priv.Public().(ed25519.PublicKey)), pubPEM)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/storetest"
 	"github.com/admitfn/admitfn/snapshot"
@@ -153,5 +154,22 @@ func TestPushUsage(t *testing.T) {
 	}
 	if code, out, _ := admitfn("push", "-h"); code != 0 {
 		t.Errorf("push -h: %d %s", code, out)
+	}
+}
+
+func TestToken(t *testing.T) {
+	code, out, _ := admitfn("token")
+	_, out2, _ := admitfn("token")
+	tok := strings.TrimSpace(out)
+	if code != 0 || len(tok) != 43 || out == out2 {
+		t.Fatalf("token: %d %q %q", code, out, out2)
+	}
+	if got, err := httpadapter.ParseTokens(tok); err != nil || len(got) != 1 {
+		t.Errorf("the function refuses the token: %v", err)
+	}
+	// The rendered configuration carries it in every webhook's URL.
+	code, cfg, errOut := admitfn("render", "-policies", "testdata/small", "-url", "https://fn.example.com/"+tok)
+	if code != 0 || !strings.Contains(cfg, "url: https://fn.example.com/"+tok+"/validate\n") {
+		t.Errorf("render with a token: %d %s %s", code, cfg, errOut)
 	}
 }

@@ -10,6 +10,7 @@
 //	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
 //	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
 //	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers (AWS_ENDPOINT_URL_S3)
+//	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
 //	ADMITFN_LOG_LEVEL          debug, info, warn or error (default: the function's
 //	                           application log level, AWS_LAMBDA_LOG_LEVEL, else info)
 //
@@ -63,6 +64,10 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
+	tokens, err := httpadapter.ParseTokens(getenv("ADMITFN_TOKENS"))
+	if err != nil {
+		return nil, initError(api, "Runtime.ConfigError", fmt.Errorf("ADMITFN_TOKENS: %w", err))
+	}
 	cfg, err := bundle.ConfigFromEnv(getenv, filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies"))
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
@@ -84,7 +89,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return awslambda.New(httpadapter.New(rl, log), log), nil
+	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...)), log), nil
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

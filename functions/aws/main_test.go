@@ -229,6 +229,7 @@ func TestInitErrors(t *testing.T) {
 		{"bad log level", "ADMITFN_LOG_LEVEL=loud", "Runtime.ConfigError", `invalid log level "loud": want debug, info, warn or error`},
 		{"bad refresh interval", "ADMITFN_REFRESH_INTERVAL=soon", "Runtime.ConfigError", `refresh interval "soon": want a duration such as 30s, or 0 to turn refresh off`},
 		{"bad public key", "ADMITFN_BUNDLE_PUBLIC_KEY=abc", "Runtime.ConfigError", `configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key "abc": want a PEM PUBLIC KEY or 32 bytes in base64`},
+		{"short path token", "ADMITFN_TOKENS=abc", "Runtime.ConfigError", "ADMITFN_TOKENS: path token 1: want at least 22 characters"},
 		{"gcs on lambda", "ADMITFN_POLICIES=gs://b/p", "Runtime.ConfigError", "configuration error: gs://b/p: storage backend not built in: this binary was built with -tags admitfn_nogcs"},
 		{"unknown scheme", "ADMITFN_POLICIES=https://b/p", "Runtime.ConfigError", `configuration error: policy location "https://b/p": unsupported scheme "https"`},
 	} {

@@ -11,6 +11,7 @@
 //	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded
 //	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
 //	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
+//	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
 //	ADMITFN_LOG_LEVEL          debug, info, warn or error (default info)
 //	GOOGLE_CLOUD_PROJECT       the project, to name traces in log lines
 //
@@ -58,6 +59,10 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := httpadapter.ParseTokens(getenv("ADMITFN_TOKENS"))
+	if err != nil {
+		return nil, fmt.Errorf("ADMITFN_TOKENS: %w", err)
+	}
 	cfg, err := bundle.ConfigFromEnv(getenv, defaultPolicies())
 	if err != nil {
 		return nil, err
@@ -73,7 +78,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return gcf.New(httpadapter.New(rl, log), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...)), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 
 // defaultPolicies is the policies/ directory of the uploaded source: Cloud

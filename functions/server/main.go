@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +41,8 @@ func main() {
 type config struct {
 	addr, tlsCert, tlsKey, logLevel string
 	bundle                          bundle.Config
+	tokens                          []string
+	tokensFile, basicFile, clientCA string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -62,6 +66,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	interval := fs.String("refresh-interval", env("ADMITFN_REFRESH_INTERVAL", "30s"), "how often to check for a new bundle; 0 turns refresh off (ADMITFN_REFRESH_INTERVAL)")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS (ADMITFN_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("ADMITFN_TLS_KEY", ""), "TLS private key PEM file (ADMITFN_TLS_KEY)")
+	tokens := fs.String("tokens", env("ADMITFN_TOKENS", ""), "path tokens, comma-separated: reviews are served on /<token>/validate… (ADMITFN_TOKENS; prefer the variable: flags show in ps)")
+	fs.StringVar(&c.tokensFile, "auth-tokens-file", env("ADMITFN_AUTH_TOKENS_FILE", ""), "file of bearer tokens, one per line, one of which each review must carry (ADMITFN_AUTH_TOKENS_FILE)")
+	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
+	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: require and verify client certificates signed by it (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -81,6 +89,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.bundle.InitTimeout = 10 * time.Second
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("-tls-cert and -tls-key go together")
+	}
+	if c.clientCA != "" && c.tlsCert == "" {
+		return c, errors.New("-client-ca verifies client certificates, which needs HTTPS: set -tls-cert and -tls-key")
+	}
+	if c.tokens, err = httpadapter.ParseTokens(*tokens); err != nil {
+		return c, fmt.Errorf("-tokens: %w", err)
 	}
 	return c, nil
 }
@@ -104,18 +118,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
+	opts, tlsConfig, err := access(cfg)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           httpadapter.New(rl, log),
+		Handler:           httpadapter.New(rl, log, opts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      35 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSConfig:         tlsConfig,
 	}
 	scheme := "http"
 	if cfg.tlsCert != "" {
@@ -155,4 +173,77 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// access builds what guards the review routes: path tokens, bearer tokens
+// and basic users (what kube-apiserver's admission kubeconfig can send), and
+// the TLS configuration, with client-certificate verification when a client
+// CA is set.
+func access(cfg config) ([]httpadapter.Option, *tls.Config, error) {
+	opts := []httpadapter.Option{httpadapter.WithPathTokens(cfg.tokens...)}
+	var auths httpadapter.AnyOf
+	if cfg.tokensFile != "" {
+		lines, err := readLines(cfg.tokensFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := httpadapter.NewBearerTokens(lines)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cfg.tokensFile, err)
+		}
+		auths = append(auths, a)
+	}
+	if cfg.basicFile != "" {
+		lines, err := readLines(cfg.basicFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		users := map[string]string{}
+		for i, l := range lines {
+			name, pw, ok := strings.Cut(l, ":")
+			if !ok {
+				return nil, nil, fmt.Errorf("%s: line %d: want user:password", cfg.basicFile, i+1)
+			}
+			users[name] = pw
+		}
+		a, err := httpadapter.NewBasicUsers(users)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cfg.basicFile, err)
+		}
+		auths = append(auths, a)
+	}
+	if len(auths) > 0 {
+		opts = append(opts, httpadapter.WithAuthenticator(auths))
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.clientCA != "" {
+		pem, err := os.ReadFile(cfg.clientCA)
+		if err != nil {
+			return nil, nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("%s: no PEM certificates", cfg.clientCA)
+		}
+		tlsConfig.ClientCAs = pool
+		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return opts, tlsConfig, nil
+}
+
+// readLines reads a secrets file: one entry per non-empty line, comments
+// (#) skipped.
+func readLines(name string) ([]string, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
