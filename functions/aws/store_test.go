@@ -57,7 +57,11 @@ func TestBundleFromS3ColdStartWithStoreDown(t *testing.T) {
 	if got, want := readable(t, res.Payload), goldenResponse(t, "function-url-deny"); !reflect.DeepEqual(got, want) {
 		t.Errorf("after the store came back:\n got: %v\nwant: %v\nlogs:\n%s", got, want, fn.stdout)
 	}
-	if !strings.Contains(fn.stdout.String(), `"message":"policy bundle loaded"`) {
-		t.Errorf("no load logged:\n%s", fn.stdout)
+	// The log reaches the test through a pipe, after the answer.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(fn.stdout.String(), `"message":"policy bundle loaded"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no load logged:\n%s", fn.stdout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

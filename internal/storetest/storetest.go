@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
 // binary finds a server binary or skips (fails, when required) the test.
@@ -71,14 +73,14 @@ type process struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *syncbuf.Buffer
 }
 
 func (p *process) start() {
 	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := &bytes.Buffer{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

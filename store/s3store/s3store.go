@@ -149,7 +149,9 @@ func (b *Bucket) err(err error, key string) error {
 		where = b.loc.String() + "/" + key
 	}
 	var re *awshttp.ResponseError
-	if !errors.As(err, &re) {
+	if !errors.As(err, &re) || re.HTTPStatusCode() == 0 {
+		// No answer at all (connection refused, timeout): the SDK's text
+		// says why.
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	code := re.HTTPStatusCode()
