@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -171,4 +172,36 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x5
 
 func pemCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+// Slow clients and oversized headers cost the server little: a connection
+// that has not sent its headers in time is dropped, headers over 64 KiB get
+// 431, and other clients are served meanwhile.
+func TestSlowAndOversizedClients(t *testing.T) {
+	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-read-header-timeout", "300ms"}, nil)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /validate HTTP/1.1\r\nHost: admitfn\r\nContent-Type: appl")); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t)); err != nil || code != 200 {
+		t.Errorf("another client while one dribbles: %d %v", code, err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	rest, err := io.ReadAll(conn)
+	if err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("slow client: connection not dropped (%v after %s)", err, time.Since(start))
+	}
+	if len(rest) > 0 && !strings.HasPrefix(string(rest), "HTTP/1.1 408 ") {
+		t.Errorf("slow client got %q", rest)
+	}
+
+	code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t), "X-Padding", strings.Repeat("a", 100<<10))
+	if err != nil || code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("100 KiB header: %d %v", code, err)
+	}
 }

@@ -40,6 +40,7 @@ func main() {
 
 type config struct {
 	addr, tlsCert, tlsKey, logLevel string
+	readHeaderTimeout               time.Duration
 	bundle                          bundle.Config
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
@@ -70,6 +71,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", env("ADMITFN_AUTH_TOKENS_FILE", ""), "file of bearer tokens, one per line, one of which each review must carry (ADMITFN_AUTH_TOKENS_FILE)")
 	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
 	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: require and verify client certificates signed by it (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -128,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv := &http.Server{
 		Handler:           httpadapter.New(rl, log, opts...),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      35 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -173,6 +175,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// envDuration is a duration flag's default from the environment; a value
+// that does not parse is left for the flag to report.
+func envDuration(getenv func(string) string, name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
 }
 
 // access builds what guards the review routes: path tokens, bearer tokens
