@@ -27,12 +27,12 @@ FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-
 STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
+.PHONY: fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
-test: lint unit policy-test e2e ## everything CI runs
+test: lint unit fuzz-short policy-test e2e ## everything CI runs
 
 unit: store-deps ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
 	$(STORE_ENV) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
@@ -86,6 +86,20 @@ PORT             ?= 8080
 ADMITFN_POLICIES ?= $(POLICIES)
 run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$(PORT), as Cloud Functions would
 	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn $(GO) run ./functions/gcp/cmd
+
+# Fuzz targets: package and name. Each runs for FUZZTIME; the corpus a run
+# finds stays in the Go build cache, failures land in testdata/fuzz/.
+FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
+	./adapters/http:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke
+FUZZTIME ?= 60s
+fuzz: ## every fuzz target for FUZZTIME each (default 60s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
+
+fuzz-short: ## every fuzz target briefly, as CI runs them
+	$(MAKE) fuzz FUZZTIME=5s
 
 bench: ## Go benchmarks; read the ratios, not the absolute times
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $$($(GO) list ./... | grep -v /e2e)

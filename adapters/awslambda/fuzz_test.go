@@ -1,0 +1,51 @@
+package awslambda
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// FuzzInvoke: any payload is an HTTP response of its trigger's format or
+// an EventError; never a panic.
+func FuzzInvoke(f *testing.F) {
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := New(httpadapter.New(eng, zerolog.Nop()), zerolog.Nop())
+	events, _ := filepath.Glob("testdata/*.event.json")
+	for _, name := range events {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"Records":[]}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		out, err := h.Invoke(context.Background(), payload)
+		if err != nil {
+			var ee *EventError
+			if out != nil || !errors.As(err, &ee) {
+				t.Fatalf("error %v with output %q", err, out)
+			}
+			return
+		}
+		var resp struct {
+			StatusCode int `json:"statusCode"`
+		}
+		if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode < 200 || resp.StatusCode > 599 {
+			t.Fatalf("response %s: %v", out, err)
+		}
+	})
+}
