@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -33,7 +34,18 @@ func FuzzInvoke(f *testing.F) {
 	}
 	f.Add([]byte(`{"Records":[]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		out, err := h.Invoke(context.Background(), payload)
+		var out []byte
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			out, err = h.Invoke(context.Background(), payload)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no answer after 5s")
+		}
 		if err != nil {
 			var ee *EventError
 			if out != nil || !errors.As(err, &ee) {
