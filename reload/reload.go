@@ -87,6 +87,7 @@ type Reloader struct {
 	running   chan struct{} // closed when the running check ends; nil when none runs
 	next      time.Time     // no check before this
 	failures  int           // consecutive failed checks
+	total     int64         // failed checks since start
 	lastErr   error
 	lastErrAt time.Time
 	lastCheck time.Time
@@ -331,6 +332,7 @@ func (r *Reloader) compile(snap *snapshot.Snapshot) (*engine.Engine, error) {
 // location serves, with exponential backoff from a second while none does.
 func (r *Reloader) failLocked(err error, now time.Time) {
 	r.failures++
+	r.total++
 	if r.lastErr == nil || r.lastErr.Error() != err.Error() {
 		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures)
 		msg := "policy bundle check failed; no bundle serves yet"
@@ -374,6 +376,8 @@ type Status struct {
 	LastCheck time.Time
 	LastError error
 	Failures  int
+	// LoadErrors counts every failed check since start.
+	LoadErrors int64
 }
 
 // Status reports what serves and how the last checks went.
@@ -381,7 +385,7 @@ func (r *Reloader) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.cfg.Now()
-	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Failures: r.failures}
+	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Failures: r.failures, LoadErrors: r.total}
 	if c := r.cur.Load(); c != nil {
 		s.Ready, s.BundleID = true, c.engine.BundleID()
 		s.Fallback = c.snap == nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/admitfn/admitfn/metrics"
 )
 
 // MinTokenLength is the shortest path token accepted: 22 base64url
@@ -34,6 +36,17 @@ func WithPathTokens(tokens ...string) Option {
 // kubeconfig names a user for the webhook), else 401.
 func WithAuthenticator(auth Authenticator) Option {
 	return func(h *Handler) { h.auth = auth }
+}
+
+// WithMetrics records every review and every refused request.
+func WithMetrics(rec metrics.Recorder) Option {
+	return func(h *Handler) { h.metrics = rec }
+}
+
+// WithMetricsHandler serves GET /metrics (under the path token, when there
+// is one: metrics name the bundle's routes and decisions).
+func WithMetricsHandler(m http.Handler) Option {
+	return func(h *Handler) { h.metricsHandler = m }
 }
 
 // ParseTokens reads ADMITFN_TOKENS: comma-separated path tokens, each at

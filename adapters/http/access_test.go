@@ -2,11 +2,20 @@ package http
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/metrics"
 )
 
 const (
@@ -155,5 +164,50 @@ func TestCredentials(t *testing.T) {
 	}
 	if _, err := NewBasicUsers(map[string]string{"a:b": "c"}); err == nil {
 		t.Error("user name with ':' accepted")
+	}
+}
+
+// recorder keeps what the handler records.
+type recorder struct {
+	reviews  []metrics.Review
+	rejected int
+}
+
+func (r *recorder) Review(_ context.Context, rv metrics.Review) {
+	rv.Latency = 0
+	r.reviews = append(r.reviews, rv)
+}
+func (r *recorder) Rejected(context.Context) { r.rejected++ }
+
+func TestMetrics(t *testing.T) {
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	h := New(eng, zerolog.Nop(), WithPathTokens(token1), WithMetrics(rec), WithMetricsHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics\n") })))
+	good, err := os.ReadFile("../../policies/reviews/deployment-production.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "/" + token1
+	serve(t, h, exchange{method: "POST", path: base + "/validate", contentType: "application/json", body: string(good)})
+	serve(t, h, exchange{method: "POST", path: base + "/validate", contentType: "application/json", body: "{"})
+	serve(t, h, exchange{method: "POST", path: base + "/validate/zzz", contentType: "application/json", body: string(good)})
+	serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: string(good)})
+	id := eng.BundleID()
+	want := []metrics.Review{
+		{Route: "/validate", Decision: metrics.Denied, Status: 200, Bundle: id, FailedPolicies: []string{"min-replicas.example.com", "image-matches-environment.policy.example.com"}},
+		{Route: "/validate", Decision: metrics.Error, Status: 400, Bundle: id},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Bundle: id},
+	}
+	if !reflect.DeepEqual(rec.reviews, want) || rec.rejected != 1 {
+		t.Errorf("recorded %+v, %d rejected\nwant %+v, 1", rec.reviews, rec.rejected, want)
+	}
+	if r := serve(t, h, exchange{method: "GET", path: base + "/metrics"}); r.Code != 200 || r.Body.String() != "metrics\n" {
+		t.Errorf("metrics with the token: %d %q", r.Code, r.Body)
+	}
+	if r := serve(t, h, exchange{method: "GET", path: "/metrics"}); r.Code != 404 {
+		t.Errorf("metrics without the token: %d", r.Code)
 	}
 }

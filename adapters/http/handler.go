@@ -22,6 +22,7 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/metrics"
 )
 
 // MaxBodyBytes caps a review body. kube-apiserver accepts write bodies of up
@@ -50,10 +51,12 @@ type Readiness interface {
 // Handler serves POST /validate[/<group>] and /mutate[/<group>], GET /healthz
 // and GET /readyz.
 type Handler struct {
-	engine Engine
-	log    zerolog.Logger
-	tokens [][]byte
-	auth   Authenticator
+	engine         Engine
+	log            zerolog.Logger
+	tokens         [][]byte
+	auth           Authenticator
+	metrics        metrics.Recorder
+	metricsHandler http.Handler
 	// rejected counts requests refused for a missing or wrong path token
 	// or credentials.
 	rejected atomic.Int64
@@ -63,7 +66,7 @@ var _ http.Handler = (*Handler)(nil)
 
 // New returns a handler over e that logs to log.
 func New(e Engine, log zerolog.Logger, opts ...Option) *Handler {
-	h := &Handler{engine: e, log: log}
+	h := &Handler{engine: e, log: log, metrics: metrics.Nop{}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -88,8 +91,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// nothing of the bundle or the store.
 		h.readyz(w, r, false)
 		return
+	case tokenOK && path == "/metrics" && h.metricsHandler != nil:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
+			return
+		}
+		h.metricsHandler.ServeHTTP(w, r)
+		return
 	case !tokenOK:
 		h.rejected.Add(1)
+		h.metrics.Rejected(r.Context())
 		// A bare 404, the same for every path: a scanner learns nothing,
 		// and the path (which may hold a mistyped token) is not logged.
 		WriteStatus(w, http.StatusNotFound, "not found")
@@ -103,6 +115,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.auth != nil && !h.auth.Authenticate(r) {
 		h.rejected.Add(1)
+		h.metrics.Rejected(r.Context())
 		w.Header().Set("WWW-Authenticate", h.auth.Challenge())
 		WriteStatus(w, http.StatusUnauthorized, "authentication required")
 		h.logger(r).Warn().Str("route", path).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")
@@ -113,7 +126,54 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: send the AdmissionReview with POST", r.Method))
 		return
 	}
-	h.review(w, r, route, path)
+	sw := &statusWriter{ResponseWriter: w, start: time.Now()}
+	res := h.review(sw, r, route, path)
+	h.metrics.Review(r.Context(), reviewMetrics(path, res, sw.status(), h.engine.BundleID(), time.Since(sw.start)))
+}
+
+// statusWriter remembers the status of the answer, for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	start time.Time
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}
+
+// reviewMetrics describes an answered review: its decision when it got one
+// (a 200), else an error; routes the bundle does not have are one label.
+func reviewMetrics(path string, res *engine.Result, status int, bundle string, latency time.Duration) metrics.Review {
+	m := metrics.Review{Route: path, Decision: metrics.Error, Status: status, Latency: latency, Bundle: bundle}
+	if status == http.StatusOK && res != nil {
+		m.Decision = metrics.Denied
+		if res.Response.Allowed {
+			m.Decision = metrics.Allowed
+		}
+		m.FailedPolicies = res.FailedPolicies
+	}
+	if status == http.StatusNotFound {
+		m.Route = metrics.UnknownRoute
+	}
+	return m
 }
 
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request, detailed bool) {
@@ -162,7 +222,7 @@ func (h *Handler) logger(r *http.Request) *zerolog.Logger {
 
 // review answers a review request; path is the request's path without the
 // token, the only one logged.
-func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route, path string) {
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route, path string) (result *engine.Result) {
 	start := time.Now()
 	log := h.logger(r)
 	logLine := func(e *zerolog.Event) *zerolog.Event {
@@ -253,6 +313,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
 		Bool("patched", len(res.Response.Patch) > 0).
 		Msg("review")
+	return res
 }
 
 // panicText describes a panic without risking object contents in the logs:

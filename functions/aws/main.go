@@ -40,6 +40,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/metrics"
 )
 
 func main() {
@@ -89,7 +90,9 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...)), log), nil
+	// One CloudWatch Embedded Metric Format line per review.
+	rec := metrics.NewEMF(log, bundle.Metrics(rl))
+	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log), nil
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

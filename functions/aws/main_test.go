@@ -185,7 +185,7 @@ func TestColdStartThenInvocations(t *testing.T) {
 	// review line carries the invocation's request id.
 	lines := strings.Split(strings.TrimSpace(fn.stdout.String()), "\n")
 	reviewed := map[string]bool{}
-	ready := 0
+	ready, emf := 0, 0
 	for _, line := range lines {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
@@ -206,10 +206,20 @@ func TestColdStartThenInvocations(t *testing.T) {
 			}
 		case "review":
 			reviewed[m["requestId"].(string)] = true
+		case "admitfn metrics":
+			// CloudWatch Embedded Metric Format, on the invocation's line.
+			aws, _ := m["_aws"].(map[string]any)
+			if aws == nil || m["requestId"] == nil || m["admitfn_reviews_total"] != float64(1) || m["admitfn_review_duration_ms"] == nil {
+				t.Errorf("metrics line: %s", line)
+			}
+			emf++
 		}
 	}
 	if ready != 1 {
 		t.Errorf("%d ready lines: the engine is built once per cold start", ready)
+	}
+	if emf != 5 {
+		t.Errorf("%d metrics lines, want one per review request (5)", emf)
 	}
 	for _, id := range ids[:4] {
 		if !reviewed[id] {

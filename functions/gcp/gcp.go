@@ -36,6 +36,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/metrics"
 )
 
 // EntryPoint is the function's name: `--entry-point` of
@@ -78,7 +79,9 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
-	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...)), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+	// Metric fields in a log line per review, for log-based metrics.
+	rec := metrics.NewLogFields(log, bundle.Metrics(rl))
+	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 
 // defaultPolicies is the policies/ directory of the uploaded source: Cloud

@@ -25,6 +25,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/metrics/prommetrics"
 )
 
 func main() {
@@ -57,7 +58,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>] and /mutate[/<group>], GET /healthz and GET /readyz.\nEach flag's default comes from the environment variable named with it. Object stores are\nchecked for a new bundle in the background and on requests; S3 reads AWS_REGION,\nAWS_ENDPOINT_URL_S3 and ADMITFN_S3_PATH_STYLE=true, GCS honours STORAGE_EMULATOR_HOST.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>] and /mutate[/<group>], GET /healthz,\nGET /readyz and GET /metrics (Prometheus).\nEach flag's default comes from the environment variable named with it. Object stores are\nchecked for a new bundle in the background and on requests; S3 reads AWS_REGION,\nAWS_ENDPOINT_URL_S3 and ADMITFN_S3_PATH_STYLE=true, GCS honours STORAGE_EMULATOR_HOST.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.addr, "addr", env("ADMITFN_ADDR", "127.0.0.1:8080"), "listen address (ADMITFN_ADDR)")
@@ -124,6 +125,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	rec := prommetrics.New(bundle.Metrics(rl))
+	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()))
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err

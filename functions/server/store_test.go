@@ -72,3 +72,28 @@ func TestBundleFromObjectStores(t *testing.T) {
 		})
 	}
 }
+
+// GET /metrics is Prometheus text with the review and bundle metrics.
+func TestMetricsEndpoint(t *testing.T) {
+	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	if code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t)); err != nil || code != 200 {
+		t.Fatalf("review: %d %v", code, err)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`admitfn_reviews_total{decision="denied",route="/validate",status="200"} 1`,
+		`admitfn_review_duration_ms_count{decision="denied",route="/validate"} 1`,
+		"admitfn_bundle_age_seconds ",
+		"admitfn_bundle_load_errors_total 0",
+		"admitfn_rejected_requests_total 0",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/metrics"
 	"github.com/admitfn/admitfn/reload"
 	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
@@ -157,4 +158,12 @@ func logGroups(eng *engine.Engine, log zerolog.Logger) {
 // Counts are the bundle's sizes for a start-up log line.
 func Counts(b *policy.Bundle) (policies, bindings int) {
 	return len(b.Policies) + len(b.MutatingPolicies), len(b.Bindings) + len(b.MutatingBindings)
+}
+
+// Metrics reports r's bundle age and failed checks to metrics recorders.
+func Metrics(r *reload.Reloader) metrics.BundleStatus {
+	return func() (time.Duration, int64) {
+		s := r.Status()
+		return s.Age, s.LoadErrors
+	}
 }

@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func TestEMFLines(t *testing.T) {
+	var buf bytes.Buffer
+	loadErrors := int64(0)
+	l := NewEMF(zerolog.New(&buf), func() (time.Duration, int64) { return 90 * time.Second, loadErrors })
+	l.now = func() time.Time { return time.UnixMilli(1795339377987) }
+	l.Rejected(context.Background())
+	l.Rejected(context.Background())
+	loadErrors = 3
+	l.Review(context.Background(), Review{Route: "/validate/abc", Decision: Denied, Status: 200, Latency: 1500 * time.Microsecond, Bundle: "b1", FailedPolicies: []string{"p1"}})
+	loadErrors = 4
+	// The request's logger, from the context, carries its fields.
+	ctx := zerolog.New(&buf).With().Str("requestId", "r2").Logger().WithContext(context.Background())
+	l.Review(ctx, Review{Route: UnknownRoute, Decision: Error, Status: 404, Latency: time.Millisecond, Bundle: "b1"})
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	var first, second map[string]any
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(lines[1]), &second)
+	want := map[string]any{
+		"level": "info", "message": "admitfn metrics", "route": "/validate/abc", "decision": "denied", "status": float64(200), "bundle": "b1",
+		"failed_policies": []any{"p1"}, "admitfn_reviews_total": float64(1), "admitfn_review_duration_ms": 1.5,
+		"admitfn_bundle_age_seconds": float64(90), "admitfn_bundle_load_errors_total": float64(3), "admitfn_rejected_requests_total": float64(2),
+		"_aws": map[string]any{"Timestamp": float64(1795339377987), "CloudWatchMetrics": []any{map[string]any{
+			"Namespace": "admitfn", "Dimensions": []any{[]any{"route", "decision"}},
+			"Metrics": []any{
+				map[string]any{"Name": "admitfn_reviews_total", "Unit": "Count"},
+				map[string]any{"Name": "admitfn_review_duration_ms", "Unit": "Milliseconds"},
+				map[string]any{"Name": "admitfn_bundle_age_seconds", "Unit": "Seconds"},
+				map[string]any{"Name": "admitfn_bundle_load_errors_total", "Unit": "Count"},
+				map[string]any{"Name": "admitfn_rejected_requests_total", "Unit": "Count"},
+			}}}},
+	}
+	if !reflect.DeepEqual(first, want) {
+		t.Errorf("first line\n got %v\nwant %v", first, want)
+	}
+	// Counters are increments since the previous line.
+	if second["admitfn_bundle_load_errors_total"] != float64(1) || second["admitfn_rejected_requests_total"] != float64(0) || second["requestId"] != "r2" || second["route"] != "unknown" {
+		t.Errorf("second line: %v", second)
+	}
+}
+
+func TestLogFieldLines(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewLogFields(zerolog.New(&buf), nil)
+	l.Review(context.Background(), Review{Route: "/mutate", Decision: Allowed, Status: 200, Latency: 2 * time.Millisecond, Bundle: "b2"})
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, emf := m["_aws"]; emf || m["admitfn_reviews_total"] != float64(1) || m["admitfn_review_duration_ms"] != float64(2) || m["decision"] != "allowed" {
+		t.Errorf("line: %v", m)
+	}
+	if _, ok := m["admitfn_bundle_age_seconds"]; ok {
+		t.Error("bundle fields without a bundle status")
+	}
+}

@@ -1,0 +1,63 @@
+// Package metrics records what reviews and bundle checks do, under one set
+// of names on every platform: Prometheus on the server (prommetrics),
+// CloudWatch Embedded Metric Format lines on Lambda and structured log
+// fields on Cloud Functions (Lines).
+package metrics
+
+import (
+	"context"
+	"time"
+)
+
+// The metric names, the same everywhere.
+const (
+	ReviewsTotal          = "admitfn_reviews_total"
+	ReviewDurationMS      = "admitfn_review_duration_ms"
+	BundleAgeSeconds      = "admitfn_bundle_age_seconds"
+	BundleLoadErrorsTotal = "admitfn_bundle_load_errors_total"
+	RejectedTotal         = "admitfn_rejected_requests_total"
+)
+
+// Decisions of a review.
+const (
+	Allowed = "allowed"
+	Denied  = "denied"
+	// Error: no decision; the answer was an error status, so the webhook's
+	// failurePolicy decided.
+	Error = "error"
+)
+
+// UnknownRoute stands for any path that is no route of the bundle, so that
+// callers cannot create label values.
+const UnknownRoute = "unknown"
+
+// Review is one answered review request.
+type Review struct {
+	// Route is the group's path (/validate/<id>), or UnknownRoute.
+	Route    string
+	Decision string
+	// Status is the HTTP status of the answer.
+	Status  int
+	Latency time.Duration
+	Bundle  string
+	// FailedPolicies denied, warned about or failed the request.
+	FailedPolicies []string
+}
+
+// Recorder receives reviews and rejected requests.
+type Recorder interface {
+	Review(ctx context.Context, r Review)
+	// Rejected counts a request refused before review: no valid path token
+	// or credentials.
+	Rejected(ctx context.Context)
+}
+
+// BundleStatus reports the served bundle's age and the bundle checks that
+// have failed since start.
+type BundleStatus func() (age time.Duration, loadErrors int64)
+
+// Nop records nothing.
+type Nop struct{}
+
+func (Nop) Review(context.Context, Review) {}
+func (Nop) Rejected(context.Context)       {}

@@ -1,0 +1,65 @@
+// Package prommetrics is the Prometheus Recorder of the server's /metrics:
+// the metrics package's names, in a registry of its own.
+package prommetrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/admitfn/admitfn/metrics"
+)
+
+// Recorder collects review metrics for Prometheus.
+type Recorder struct {
+	registry *prometheus.Registry
+	reviews  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	rejected prometheus.Counter
+}
+
+var _ metrics.Recorder = (*Recorder)(nil)
+
+// New returns a Recorder; bundle, when set, is read at each scrape for the
+// bundle's age and failed checks.
+func New(bundle metrics.BundleStatus) *Recorder {
+	r := &Recorder{
+		registry: prometheus.NewRegistry(),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.ReviewsTotal,
+			Help: "Review requests answered, by route, decision (allowed, denied, error) and HTTP status."}, []string{"route", "decision", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metrics.ReviewDurationMS,
+			Help:    "Time from request to answer, in milliseconds.",
+			Buckets: []float64{0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}}, []string{"route", "decision"}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.RejectedTotal,
+			Help: "Requests refused before review: no valid path token or credentials."}),
+	}
+	r.registry.MustRegister(r.reviews, r.duration, r.rejected,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if bundle != nil {
+		r.registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.BundleAgeSeconds,
+				Help: "Age of the served bundle: since its manifest was created, or since it was loaded."},
+				func() float64 { age, _ := bundle(); return age.Seconds() }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.BundleLoadErrorsTotal,
+				Help: "Bundle checks that failed (the last good bundle kept serving)."},
+				func() float64 { _, n := bundle(); return float64(n) }),
+		)
+	}
+	return r
+}
+
+func (r *Recorder) Review(_ context.Context, rv metrics.Review) {
+	r.reviews.WithLabelValues(rv.Route, rv.Decision, strconv.Itoa(rv.Status)).Inc()
+	r.duration.WithLabelValues(rv.Route, rv.Decision).Observe(float64(rv.Latency.Microseconds()) / 1000)
+}
+
+func (r *Recorder) Rejected(context.Context) { r.rejected.Inc() }
+
+// Handler serves the registry in the Prometheus text format.
+func (r *Recorder) Handler() http.Handler {
+	return promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,40 @@
+package prommetrics
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admitfn/admitfn/metrics"
+)
+
+func TestScrape(t *testing.T) {
+	r := New(func() (time.Duration, int64) { return 42 * time.Second, 2 })
+	ctx := context.Background()
+	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 3 * time.Millisecond})
+	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 30 * time.Millisecond})
+	r.Review(ctx, metrics.Review{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Latency: time.Millisecond})
+	r.Rejected(ctx)
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`admitfn_reviews_total{decision="denied",route="/validate",status="200"} 2`,
+		`admitfn_reviews_total{decision="error",route="unknown",status="404"} 1`,
+		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="5"} 1`,
+		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="50"} 2`,
+		`admitfn_review_duration_ms_sum{decision="denied",route="/validate"} 33`,
+		"admitfn_rejected_requests_total 1",
+		"admitfn_bundle_age_seconds 42",
+		"admitfn_bundle_load_errors_total 2",
+		"process_resident_memory_bytes ",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
