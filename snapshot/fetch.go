@@ -76,20 +76,45 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ManifestKey, err)
 	}
-	sources := make([]policy.Source, len(m.Objects))
+	objs := make([]store.Object, len(m.Objects))
+	for i, o := range m.Objects {
+		objs[i] = store.Object{Key: o.Key, Version: o.Version}
+	}
+	sources, err := f.readAll(ctx, objs, func(i int, data []byte) error {
+		o := m.Objects[i]
+		if int64(len(data)) != o.Size {
+			return fmt.Errorf("%s: %w: %d bytes, manifest says %d", o.Key, ErrIntegrity, len(data), o.Size)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != o.SHA256 {
+			return fmt.Errorf("%s: %w: sha256 %s, manifest says %s", o.Key, ErrIntegrity, hex.EncodeToString(sum[:]), o.SHA256)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if id := policy.ID(sources); id != m.Bundle {
+		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
+	}
+	return &Snapshot{Sources: sources, BundleID: m.Bundle, Manifested: true, Created: m.Created, Token: obj.ETag}, nil
+}
+
+// readAll reads objs (each at its version), a few at a time, as sources
+// named by their keys; check, when set, vets each object's data.
+func (f *Fetcher) readAll(ctx context.Context, objs []store.Object, check func(i int, data []byte) error) ([]policy.Source, error) {
+	sources := make([]policy.Source, len(objs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelism)
-	for i, o := range m.Objects {
+	for i, o := range objs {
 		g.Go(func() error {
 			data, err := f.Bucket.GetVersion(gctx, o.Key, o.Version)
 			if err != nil {
 				return err
 			}
-			if int64(len(data)) != o.Size {
-				return fmt.Errorf("%s: %w: %d bytes, manifest says %d", o.Key, ErrIntegrity, len(data), o.Size)
-			}
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != o.SHA256 {
-				return fmt.Errorf("%s: %w: sha256 %s, manifest says %s", o.Key, ErrIntegrity, hex.EncodeToString(sum[:]), o.SHA256)
+			if check != nil {
+				if err := check(i, data); err != nil {
+					return err
+				}
 			}
 			sources[i] = policy.Source{Name: o.Key, Data: data}
 			return nil
@@ -98,10 +123,7 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if id := policy.ID(sources); id != m.Bundle {
-		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
-	}
-	return &Snapshot{Sources: sources, BundleID: m.Bundle, Manifested: true, Created: m.Created, Token: obj.ETag}, nil
+	return sources, nil
 }
 
 func (f *Fetcher) fetchListed(ctx context.Context, prev string) (*Snapshot, error) {
@@ -128,20 +150,8 @@ func (f *Fetcher) fetchListed(ctx context.Context, prev string) (*Snapshot, erro
 	if token == prev {
 		return nil, ErrNotModified
 	}
-	sources := make([]policy.Source, len(files))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallelism)
-	for i, o := range files {
-		g.Go(func() error {
-			data, err := f.Bucket.GetVersion(gctx, o.Key, o.Version)
-			if err != nil {
-				return err
-			}
-			sources[i] = policy.Source{Name: o.Key, Data: data}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	sources, err := f.readAll(ctx, files, nil)
+	if err != nil {
 		return nil, err
 	}
 	return &Snapshot{Sources: sources, BundleID: policy.ID(sources), Token: token}, nil

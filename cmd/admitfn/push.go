@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
 
 	"github.com/admitfn/admitfn/core/engine"
@@ -80,11 +79,9 @@ Flags:
 			return fmt.Errorf("%s: %w", *signKey, err)
 		}
 	}
-	pathStyle := false
-	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
-		if pathStyle, err = strconv.ParseBool(v); err != nil {
-			return fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
-		}
+	storeOpts, err := anystore.OptionsFromEnv(getenv)
+	if err != nil {
+		return err
 	}
 
 	sources, err := policy.ReadFS(os.DirFS(*policies), ".")
@@ -103,7 +100,7 @@ Flags:
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	bucket, err := anystore.Open(ctx, loc, anystore.Options{S3PathStyle: pathStyle}, true)
+	bucket, err := anystore.Open(ctx, loc, storeOpts, true)
 	if err != nil {
 		return err
 	}

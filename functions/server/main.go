@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/metrics/prommetrics"
+	"github.com/admitfn/admitfn/store/anystore"
 )
 
 func main() {
@@ -84,11 +84,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.bundle.Interval, err = bundle.ParseInterval(*interval); err != nil {
 		return c, err
 	}
-	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
-		if c.bundle.S3PathStyle, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
-		}
+	storeOpts, err := anystore.OptionsFromEnv(getenv)
+	if err != nil {
+		return c, err
 	}
+	c.bundle.S3PathStyle = storeOpts.S3PathStyle
 	c.bundle.InitTimeout = 10 * time.Second
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("-tls-cert and -tls-key go together")

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/admitfn/admitfn/store"
 )
@@ -20,6 +21,18 @@ import (
 type Options struct {
 	// S3PathStyle: ADMITFN_S3_PATH_STYLE, for S3-compatible servers.
 	S3PathStyle bool
+}
+
+// OptionsFromEnv reads Options from the environment: ADMITFN_S3_PATH_STYLE.
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	var o Options
+	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
+		var err error
+		if o.S3PathStyle, err = strconv.ParseBool(v); err != nil {
+			return o, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
+		}
+	}
+	return o, nil
 }
 
 // ErrNotBuiltIn: this binary was built without the location's backend.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -60,11 +59,11 @@ func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) 
 	if c.Interval, err = ParseInterval(getenv("ADMITFN_REFRESH_INTERVAL")); err != nil {
 		return c, err
 	}
-	if v := getenv("ADMITFN_S3_PATH_STYLE"); v != "" {
-		if c.S3PathStyle, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
-		}
+	opts, err := anystore.OptionsFromEnv(getenv)
+	if err != nil {
+		return c, err
 	}
+	c.S3PathStyle = opts.S3PathStyle
 	return c, nil
 }
 
