@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/admitfn/admitfn/internal/slowpolicy"
 )
 
 func deploymentObj(name string, replicas int32, labels map[string]string) *appsv1.Deployment {
@@ -431,4 +434,27 @@ spec:
 	if got := exec("date"); got.allowed || strings.Contains(got.message, "admission webhook") || !strings.Contains(got.message, "does not have a host assigned") {
 		t.Errorf("exec date should pass admission and fail on the missing node: %+v", got)
 	}
+}
+
+func TestSlowReviewAnswersBeforeTheApiserverGivesUp(t *testing.T) {
+	// A review that would run for about 10s on a webhook with
+	// timeoutSeconds: 4 (the race detector slows CEL; 4s keeps its
+	// overrun inside the 400ms margin). The function stops at its deadline (?timeout= less
+	// its margin) and answers a 504 Status, which kube-apiserver reports
+	// under the webhook's failurePolicy (Fail): its own timeout, "context
+	// deadline exceeded", never fires.
+	deployAdmitfn(t, map[string]string{"slow.yaml": slowpolicy.Bundle()}, "-timeout", "4")
+	namespace(t, "e2e-slow", nil)
+	cs, w := kube.client(t)
+	start := time.Now()
+	_, err := cs.CoreV1().ConfigMaps("e2e-slow").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: slowpolicy.Name}, Data: slowpolicy.Data()}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	got := result(err, w)
+	if got.allowed || got.code != 500 || !strings.Contains(got.message, `failed calling webhook`) ||
+		!strings.Contains(got.message, "did not finish before the deadline") || strings.Contains(got.message, "context deadline exceeded") {
+		t.Errorf("slow review: %+v", got)
+	}
+	t.Logf("kube-apiserver answered after %v: %s", time.Since(start), got.message)
+	// Other ConfigMaps pass: the bundle matches only this name.
+	_, err = cs.CoreV1().ConfigMaps("e2e-slow").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "quick"}, Data: slowpolicy.Data()}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	expect(t, "other ConfigMap", result(err, w), outcome{allowed: true})
 }

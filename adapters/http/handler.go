@@ -34,6 +34,13 @@ const MaxBodyBytes = 7 << 20
 // maxTimeout bounds ?timeout=: a webhook's timeoutSeconds is at most 30.
 const maxTimeout = 30 * time.Second
 
+// minMargin is the least time kept between the review's deadline and the
+// caller's. Past the deadline no new expression starts, but the one running
+// goes on until a comprehension looks at the deadline (CEL stops only the
+// comprehension that looked: nested ones run on) or its cost limit stops it,
+// a tenth of a second of work at most; then the answer travels back.
+const minMargin = 250 * time.Millisecond
+
 // Engine is what the handler needs: reviews, and the bundle's identity for
 // logs and /readyz.
 type Engine interface {
@@ -333,7 +340,7 @@ func isJSON(contentType string) bool {
 
 // deadline derives the review's context from kube-apiserver's ?timeout=
 // (the webhook's timeoutSeconds): the answer must leave before the caller
-// gives up, so a tenth of it is kept as margin.
+// gives up, so a margin is kept: a tenth of it, and at least minMargin.
 func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
 	raw := r.URL.Query().Get("timeout")
 	if raw == "" {
@@ -345,7 +352,7 @@ func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
 		return nil, nil, fmt.Errorf("invalid timeout %q: want a positive duration such as 10s", raw)
 	}
 	d = min(d, maxTimeout)
-	ctx, cancel := context.WithTimeout(r.Context(), d-d/10)
+	ctx, cancel := context.WithTimeout(r.Context(), d-min(max(d/10, minMargin), d/2))
 	return ctx, cancel, nil
 }
 

@@ -198,6 +198,15 @@ func TestTimeoutBecomesADeadlineWithMargin(t *testing.T) {
 	if got > 27*time.Second || got < 26*time.Second {
 		t.Errorf("deadline in %v, want the 30s maximum less a tenth", got)
 	}
+	// timeoutSeconds: 1, the least a webhook may have: the margin is 250ms.
+	serve(t, h, exchange{method: "POST", path: "/validate?timeout=1s", contentType: "application/json", body: secretReview(review.V1)})
+	if got > 750*time.Millisecond || got < 700*time.Millisecond {
+		t.Errorf("deadline in %v, want just under 750ms (1s less 250ms)", got)
+	}
+	serve(t, h, exchange{method: "POST", path: "/validate?timeout=100ms", contentType: "application/json", body: secretReview(review.V1)})
+	if got > 50*time.Millisecond || got < 20*time.Millisecond {
+		t.Errorf("deadline in %v, want just under 50ms (at most half is margin)", got)
+	}
 }
 
 func TestProbes(t *testing.T) {

@@ -31,6 +31,12 @@ type condition struct {
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
 
 func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, runtimeCELCostBudget int64) ([]plugincel.EvaluationResult, int64, error) {
+	// Past the review's deadline nothing more is evaluated: the caller has
+	// stopped waiting and the review answers with an error whatever the
+	// policies would say (see the engine).
+	if err := ctx.Err(); err != nil {
+		return nil, -1, fmt.Errorf("review deadline passed, expressions not evaluated: %w", err)
+	}
 	act, err := newActivation(versionedAttr, request, inputs, namespace)
 	if err != nil {
 		return nil, -1, err
@@ -41,6 +47,9 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
 	remaining := runtimeCELCostBudget
 	for i, result := range c.results {
+		if err := ctx.Err(); err != nil {
+			return nil, -1, fmt.Errorf("review deadline passed, expressions not evaluated: %w", err)
+		}
 		evaluations[i], remaining, err = evaluate(compositionCtx, act, result, remaining)
 		if err != nil {
 			return nil, -1, err

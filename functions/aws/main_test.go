@@ -21,6 +21,7 @@ import (
 
 	"github.com/admitfn/admitfn/internal/lambdabuild"
 	"github.com/admitfn/admitfn/internal/lambdatest"
+	"github.com/admitfn/admitfn/internal/slowpolicy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
@@ -226,6 +227,49 @@ func TestColdStartThenInvocations(t *testing.T) {
 			t.Errorf("no review line with requestId %s:\n%s", id, fn.stdout)
 		}
 	}
+}
+
+func TestLambdaDeadlineBoundsASlowReview(t *testing.T) {
+	// The function's timeout (3s here) is shorter than the webhook's
+	// (?timeout=10s): the review stops 250ms before Lambda's deadline and
+	// answers a 504 Status, instead of Lambda killing the invocation.
+	api, err := lambdatest.NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	fn := start(t, bootstrap, api, "ADMITFN_POLICIES="+slowpolicy.WriteDir(t))
+	var ev map[string]any
+	if err := json.Unmarshal(event(t, "function-url-deny"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev["rawPath"] = slowpolicy.Route
+	ev["requestContext"].(map[string]any)["http"].(map[string]any)["path"] = slowpolicy.Route
+	ev["body"] = string(slowpolicy.Review("slow-1"))
+	payload, _ := json.Marshal(ev)
+
+	const timeout = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	res, err := api.Invoke(ctx, payload, timeout)
+	if err != nil {
+		t.Fatalf("no answer within the function's timeout: %v\n%s", err, fn.stdout)
+	}
+	if res.Err != nil {
+		t.Fatalf("function error %+v", res.Err)
+	}
+	got := readable(t, res.Payload)
+	want := map[string]any{
+		"statusCode":      float64(504),
+		"isBase64Encoded": false,
+		"headers":         map[string]any{"Content-Type": "application/json", "X-Content-Type-Options": "nosniff"},
+		"body":            map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure", "message": "review of request slow-1 did not finish before the deadline", "reason": "Timeout", "code": float64(504)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("response\n got: %v\nwant: %v", got, want)
+	}
+	t.Logf("answered after %v", time.Since(start))
 }
 
 func TestInitErrors(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/internal/slowpolicy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
@@ -242,5 +243,29 @@ func TestProcess(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "admitfn server: load ") || !strings.Contains(string(out), "no bundle: neither a manifest nor any .yaml, .yml or .json file") {
 		t.Errorf("output: %s", out)
+	}
+}
+
+func TestDeadlineBoundsASlowReview(t *testing.T) {
+	// kube-apiserver's ?timeout= is the webhook's timeoutSeconds; the answer
+	// leaves before it with a 504 Status, after a tenth of it as margin.
+	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", slowpolicy.WriteDir(t)}, nil)
+	// The caller gives up at ?timeout=, as kube-apiserver does; 4s leaves the
+	// race detector's slower CEL inside the 400ms margin.
+	client := &http.Client{Timeout: 4 * time.Second}
+	start := time.Now()
+	resp, err := client.Post("http://"+addr+slowpolicy.Route+"?timeout=4s", "application/json", bytes.NewReader(slowpolicy.Review("slow-1")))
+	if err != nil {
+		t.Fatalf("no answer before the caller gave up: %v\n%s", err, logs)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	const want = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"review of request slow-1 did not finish before the deadline","reason":"Timeout","code":504}`
+	if resp.StatusCode != http.StatusGatewayTimeout || strings.TrimSpace(string(body)) != want {
+		t.Errorf("HTTP %d %s\nwant 504 %s", resp.StatusCode, body, want)
+	}
+	t.Logf("answered after %v", time.Since(start))
+	if !strings.Contains(logs.String(), `"status":504`) || !strings.Contains(logs.String(), "review timed out") {
+		t.Errorf("timeout not logged:\n%s", logs)
 	}
 }
