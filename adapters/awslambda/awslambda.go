@@ -126,10 +126,16 @@ func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	log = log.With().Str("trigger", string(trigger)).Logger()
 
 	rec := newRecorder()
-	if err != nil {
+	switch {
+	case err != nil:
 		httpadapter.WriteStatus(rec, http.StatusBadRequest, err.Error())
 		log.Warn().Int("status", http.StatusBadRequest).Err(err).Msg("rejected event")
-	} else {
+	case headerBytes(req) > httpadapter.MaxHeaderBytes:
+		// As the server answers headers over its limit; the values are
+		// neither echoed nor logged.
+		httpadapter.WriteStatus(rec, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers larger than %d bytes", httpadapter.MaxHeaderBytes))
+		log.Warn().Int("status", http.StatusRequestHeaderFieldsTooLarge).Int("header_bytes", headerBytes(req)).Msg("rejected event")
+	default:
 		ctx, cancel := withMargin(ctx)
 		defer cancel()
 		h.http.ServeHTTP(rec, req.WithContext(log.WithContext(ctx)))
@@ -159,6 +165,18 @@ func withMargin(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	margin := min(deadlineMargin, time.Until(d)/10)
 	return context.WithDeadline(ctx, d.Add(-margin))
+}
+
+// headerBytes is the size of r's request line and headers as they would
+// reach a server: "Name: value\r\n" for each value.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.URL.RequestURI()) + len(" HTTP/1.1\r\n")
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // fromV2 builds the request of a payload 2.0 event. On an HTTP API's

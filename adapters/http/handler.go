@@ -31,6 +31,11 @@ import (
 // bounding what a hostile caller can make the function read.
 const MaxBodyBytes = 7 << 20
 
+// MaxHeaderBytes caps a request's header block: the server's
+// http.Server.MaxHeaderBytes, and what the Lambda adapter allows an event's
+// headers. kube-apiserver sends a few hundred bytes.
+const MaxHeaderBytes = 64 << 10
+
 // maxTimeout bounds ?timeout=: a webhook's timeoutSeconds is at most 30.
 const maxTimeout = 30 * time.Second
 

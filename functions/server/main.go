@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      35 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    httpadapter.MaxHeaderBytes,
 		TLSConfig:         tlsConfig,
 	}
 	scheme := "http"
