@@ -27,7 +27,7 @@ FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-
 STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
+.PHONY: soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
@@ -92,6 +92,8 @@ run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$
 FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
 	./adapters/http:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke
 FUZZTIME ?= 60s
+SOAK_CLIENTS ?= 8
+SOAK_DURATION ?= 60s
 fuzz: ## every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
@@ -100,6 +102,9 @@ fuzz: ## every fuzz target for FUZZTIME each (default 60s)
 
 fuzz-short: ## every fuzz target briefly, as CI runs them
 	$(MAKE) fuzz FUZZTIME=5s
+
+soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on loopback: 0 errors, p99, RSS flat
+	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)
 
 bench: ## Go benchmarks; read the ratios, not the absolute times
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $$($(GO) list ./... | grep -v /e2e)

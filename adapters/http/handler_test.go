@@ -293,21 +293,18 @@ func TestGoldenReviews(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	h := New(eng, zerolog.New(&logs))
-	for _, tc := range []struct {
-		name    string
-		binding string // the route is the group serving this binding
-	}{
-		{"basic-deny", "demo-binding-test.example.com"},
-		{"basic-allow-v1beta1", "demo-binding-test.example.com"},
-		{"params-nontest-deny", "replicalimit-binding-nontest"},
-		{"audit-annotations", "high-replica-count-audit.example.com"},
-		{"warn", "image-matches-environment-warn.example.com"},
-		{"match-conditions-deny", "demo-name-prefix-binding.example.com"},
-		{"delete-allowed", "demo-binding-test.example.com"},
-		{"mutate-sidecar", "sidecar-binding"},
-		{"mutate-pull-policy-v1beta1", "always-pull-images"},
-		{"mutate-nothing-to-do", "configmap-hygiene"},
-	} {
+	// testdata/reviews.json names each review and a binding it is for: the
+	// route is the group serving that binding. The soak test reads it too.
+	var cases []struct{ Name, Binding string }
+	raw, err := os.ReadFile("testdata/reviews.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil || len(cases) == 0 {
+		t.Fatalf("testdata/reviews.json: %v", err)
+	}
+	for _, tc := range cases {
+		tc := struct{ name, binding string }{tc.Name, tc.Binding}
 		t.Run(tc.name, func(t *testing.T) {
 			reqBody, err := os.ReadFile(filepath.Join("testdata", tc.name+".request.json"))
 			if err != nil {

@@ -1,0 +1,107 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce           sync.Once
+	serverBin, buildErr = "", error(nil)
+)
+
+// buildServer builds the server once for the package's tests.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "admitfn-soak-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		serverBin = filepath.Join(dir, "server")
+		if out, err := exec.Command("go", "build", "-o", serverBin, "../../functions/server").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return serverBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if serverBin != "" {
+		os.RemoveAll(filepath.Dir(serverBin))
+	}
+	os.Exit(code)
+}
+
+// A short run of what `make soak` runs for a minute.
+func TestShortSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the server")
+	}
+	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != 10 {
+		t.Fatalf("%d cases, want the 10 golden reviews", len(cases))
+	}
+	rep, err := Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 4, Duration: 3 * time.Second, Window: time.Second, Sample: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep)
+	if rep.Errors != 0 || rep.Requests < len(cases) {
+		t.Errorf("%d errors in %d requests: %v", rep.Errors, rep.Requests, rep.FirstErrors)
+	}
+	if rep.P50 <= 0 || rep.P50 > rep.P99 || rep.P99 > rep.Max || len(rep.RSS) < 20 || rep.FirstRSS <= 0 || rep.LastRSS <= 0 {
+		t.Errorf("incomplete report: %+v", rep)
+	}
+}
+
+func TestWarmUpFailureStopsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server")
+	}
+	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples",
+		Cases: []Case{{Name: "drifted", Route: "/validate/nosuchgroup", Body: cases[0].Body}}, Clients: 1, Duration: 2 * time.Second, Window: time.Second})
+	if err == nil || !strings.HasPrefix(err.Error(), `soak: warm-up drifted: HTTP 404: {"kind":"Status"`) {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestFlat(t *testing.T) {
+	for _, tc := range []struct {
+		first, last int64
+		flat        bool
+	}{
+		{40 << 20, 40 << 20, true},
+		{40 << 20, 30 << 20, true},
+		{40 << 20, 48 << 20, true},  // 10% + 4 MiB
+		{40 << 20, 49 << 20, false}, // beyond
+		{100 << 20, 200 << 20, false},
+	} {
+		r := Report{Requests: 1, FirstRSS: tc.first, LastRSS: tc.last}
+		if r.Flat() != tc.flat || r.OK() != tc.flat {
+			t.Errorf("first %d MiB, last %d MiB: flat %v, want %v", tc.first>>20, tc.last>>20, r.Flat(), tc.flat)
+		}
+	}
+	if (&Report{Requests: 1, Errors: 1, FirstRSS: 1, LastRSS: 1}).OK() {
+		t.Error("a run with an error is OK")
+	}
+}
