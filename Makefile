@@ -27,12 +27,12 @@ FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-
 STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
+.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
-test: lint unit fuzz-short policy-test e2e ## everything CI runs
+test: lint tf-check unit fuzz-short policy-test e2e ## everything CI runs
 
 unit: store-deps ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
 	$(STORE_ENV) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
@@ -102,6 +102,29 @@ fuzz: ## every fuzz target for FUZZTIME each (default 60s)
 
 fuzz-short: ## every fuzz target briefly, as CI runs them
 	$(MAKE) fuzz FUZZTIME=5s
+
+TERRAFORM ?= $(shell command -v terraform || command -v tofu)
+TF_MODULES := terraform/modules/bundle terraform/modules/aws-lambda terraform/modules/gcp-function terraform/modules/webhook
+
+tf-check: ## terraform fmt -check with the CLI when there is one; go test ./terraform checks the modules offline either way
+	@if [ -n "$(TERRAFORM)" ]; then \
+		echo "$(TERRAFORM) fmt -check -recursive terraform/"; $(TERRAFORM) fmt -check -recursive terraform/ || exit 1; \
+		echo "$(TERRAFORM) validate and test terraform/modules/bundle (the one module without a provider: offline)"; \
+		$(TERRAFORM) -chdir=terraform/modules/bundle init -backend=false -input=false >/dev/null && \
+		$(TERRAFORM) -chdir=terraform/modules/bundle validate -no-color && \
+		$(TERRAFORM) -chdir=terraform/modules/bundle test -no-color || exit 1; \
+		echo "tf-check: the other modules need their providers from the registry to validate: make tf-test where it is reachable"; \
+	else \
+		echo "tf-check: no terraform or tofu on PATH: the CLI's fmt check is skipped; go test ./terraform (in make unit) parses, format-checks and checks every module"; \
+	fi
+
+tf-test: ## terraform test (plan-only, mocked providers) for every module: needs the CLI (1.9+) and registry access
+	@test -n "$(TERRAFORM)" || { echo "tf-test: needs terraform (1.9 or later) or tofu on PATH"; exit 1; }
+	$(GO) run ./cmd/admitfn render -policies policies/examples -url https://admitfn.invalid -o json > terraform/modules/webhook/tests/webhooks.json
+	@for m in $(TF_MODULES); do \
+		echo "== $$m"; \
+		$(TERRAFORM) -chdir=$$m init -backend=false -input=false >/dev/null && $(TERRAFORM) -chdir=$$m test || exit 1; \
+	done
 
 soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on loopback: 0 errors, p99, RSS flat
 	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)

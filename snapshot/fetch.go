@@ -93,10 +93,11 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id := policy.ID(sources); id != m.Bundle {
+	id := policy.ID(sources)
+	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	return &Snapshot{Sources: sources, BundleID: m.Bundle, Manifested: true, Created: m.Created, Token: obj.ETag}, nil
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Token: obj.ETag}, nil
 }
 
 // readAll reads objs (each at its version), a few at a time, as sources

@@ -39,8 +39,10 @@ type Manifest struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Bundle is the bundle ID (policy.ID) of the objects: the ID the engine
-	// reports once they are loaded.
-	Bundle  string           `json:"bundle"`
+	// reports once they are loaded. Optional: writers that cannot compute it
+	// (Terraform) leave it out; when present, it must match.
+	Bundle string `json:"bundle,omitempty"`
+	// Created is when the bundle was published; optional.
 	Created time.Time        `json:"created"`
 	Objects []ManifestObject `json:"objects"`
 }
@@ -167,9 +169,6 @@ func verify(env envelope, keys []ed25519.PublicKey) error {
 func (m *Manifest) validate() error {
 	if m.APIVersion != ManifestAPIVersion || m.Kind != ManifestKind {
 		return fmt.Errorf("apiVersion %q, kind %q: want %s %s", m.APIVersion, m.Kind, ManifestAPIVersion, ManifestKind)
-	}
-	if m.Bundle == "" {
-		return errors.New("no bundle id")
 	}
 	if len(m.Objects) == 0 {
 		return errors.New("no objects")

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -138,7 +139,6 @@ func TestInvalidManifests(t *testing.T) {
 		"no manifest":    {`{}`, "no manifest field"},
 		"wrong kind":     {strings.Replace(good, "BundleManifest", "Bundle", 1), `apiVersion "admitfn.io/v1alpha1", kind "Bundle": want admitfn.io/v1alpha1 BundleManifest`},
 		"unknown field":  {strings.Replace(good, `"bundle"`, `"extra":1,"bundle"`, 1), `json: unknown field "extra"`},
-		"no bundle id":   {strings.Replace(good, `"bundle":"x"`, `"bundle":""`, 1), "no bundle id"},
 		"no objects":     {strings.Replace(good, good[strings.Index(good, `[`):strings.LastIndex(good, `]`)+1], `[]`, 1), "no objects"},
 		"escaping key":   {strings.Replace(good, `"a.yaml"`, `"../a.yaml"`, 1), `object key "../a.yaml": not a policy file of a bundle (.yaml, .yml or .json, relative, not hidden)`},
 		"hidden key":     {strings.Replace(good, `"a.yaml"`, `".hidden/a.yaml"`, 1), `object key ".hidden/a.yaml": not a policy file`},
@@ -177,6 +177,33 @@ func TestBundleIDMismatch(t *testing.T) {
 	_, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
 	if !errors.Is(err, snapshot.ErrIntegrity) || err.Error() != "bundle object does not match its manifest: the objects make bundle "+m.Bundle+", manifest says 0123456789abcdef" {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A manifest may leave out the bundle ID and the creation time: the
+// Terraform modules write it with digests and sizes only (HCL cannot compute
+// the ID). The digests still pin every byte, and the ID is computed.
+func TestManifestWithoutBundleID(t *testing.T) {
+	ctx := context.Background()
+	b := store.NewDir(t.TempDir())
+	var objects []string
+	for _, s := range bundleA {
+		b.Put(ctx, s.Name, s.Data, "")
+		sum := sha256.Sum256(s.Data)
+		objects = append(objects, fmt.Sprintf(`{"key":%q,"size":%d,"sha256":"%x"}`, s.Name, len(s.Data), sum))
+	}
+	b.Put(ctx, snapshot.ManifestKey, []byte(`{"manifest":{"apiVersion":"admitfn.io/v1alpha1","kind":"BundleManifest","objects":[`+strings.Join(objects, ",")+`]}}`), "")
+	snap, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snap.Sources, bundleA) || !snap.Manifested || snap.BundleID != policy.ID(bundleA) || !snap.Created.IsZero() {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	// A changed byte still fails its digest.
+	b.Put(ctx, "a.yaml", []byte("kind: X\n"), "")
+	if _, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrIntegrity) {
+		t.Fatalf("changed object: %v", err)
 	}
 }
 

@@ -1,0 +1,19 @@
+output "function_url" {
+  description = "The Function URL (the webhooks add the path token)."
+  value       = module.admitfn.function_url
+}
+
+output "policies_location" {
+  description = "Publish new bundles here with `admitfn push -to`."
+  value       = module.admitfn.policies_location
+}
+
+output "log_group" {
+  description = "The function's CloudWatch log group."
+  value       = module.admitfn.log_group
+}
+
+output "webhook_configurations" {
+  description = "The webhook configurations installed in the cluster."
+  value       = concat(module.webhook.validating_configurations, module.webhook.mutating_configurations)
+}

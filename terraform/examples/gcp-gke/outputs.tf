@@ -1,0 +1,14 @@
+output "function_url" {
+  description = "The function's URL (the webhooks add the path token)."
+  value       = module.admitfn.function_url
+}
+
+output "policies_location" {
+  description = "Publish new bundles here with `admitfn push -to`."
+  value       = module.admitfn.policies_location
+}
+
+output "webhook_configurations" {
+  description = "The webhook configurations installed in the cluster."
+  value       = concat(module.webhook.validating_configurations, module.webhook.mutating_configurations)
+}

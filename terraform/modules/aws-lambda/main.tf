@@ -1,0 +1,250 @@
+# admitfn on AWS Lambda: the function behind a public Function URL (the
+# apiserver cannot sign requests), protected by an unguessable path token;
+# the policy bundle in S3, uploaded in the layout the function loads.
+
+data "aws_partition" "current" {}
+
+locals {
+  bucket   = var.create_bucket ? aws_s3_bucket.policies[0].id : var.bucket_name
+  location = "s3://${local.bucket}/${var.policy_prefix}"
+
+  # Two tokens, rotated alternately: the newer is the webhook's, the older
+  # stays accepted so calls in flight during a rotation still pass.
+  active_token = var.token_rotation % 2 == 0 ? random_password.token_b.result : random_password.token_a.result
+  other_token  = var.token_rotation % 2 == 0 ? random_password.token_a.result : random_password.token_b.result
+}
+
+# --- path tokens: 43 characters of [A-Za-z0-9], 256 bits each
+
+resource "random_password" "token_a" {
+  length  = 43
+  special = false
+  keepers = { generation = floor((var.token_rotation + 1) / 2) }
+}
+
+resource "random_password" "token_b" {
+  length  = 43
+  special = false
+  keepers = { generation = floor(var.token_rotation / 2) }
+}
+
+# --- the policy bucket
+
+resource "aws_s3_bucket" "policies" {
+  count               = var.create_bucket ? 1 : 0
+  bucket              = var.bucket_name
+  bucket_prefix       = var.bucket_name == null ? "${lower(var.name)}-policies-" : null
+  object_lock_enabled = var.object_lock_days > 0
+  tags                = var.tags
+}
+
+resource "aws_s3_bucket_versioning" "policies" {
+  count  = var.create_bucket ? 1 : 0
+  bucket = aws_s3_bucket.policies[0].id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "policies" {
+  count  = var.create_bucket ? 1 : 0
+  bucket = aws_s3_bucket.policies[0].id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = var.kms_key_arn == null ? "AES256" : "aws:kms"
+      kms_master_key_id = var.kms_key_arn
+    }
+    bucket_key_enabled = var.kms_key_arn != null
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "policies" {
+  count                   = var.create_bucket ? 1 : 0
+  bucket                  = aws_s3_bucket.policies[0].id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_ownership_controls" "policies" {
+  count  = var.create_bucket ? 1 : 0
+  bucket = aws_s3_bucket.policies[0].id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_object_lock_configuration" "policies" {
+  count  = var.create_bucket && var.object_lock_days > 0 ? 1 : 0
+  bucket = aws_s3_bucket.policies[0].id
+  rule {
+    default_retention {
+      mode = "GOVERNANCE"
+      days = var.object_lock_days
+    }
+  }
+  depends_on = [aws_s3_bucket_versioning.policies]
+}
+
+# --- the bundle: every file, then the manifest naming their versions
+
+module "bundle" {
+  source       = "../bundle"
+  policies_dir = var.policies_dir
+}
+
+resource "aws_s3_object" "policy" {
+  for_each     = var.upload_policies ? module.bundle.objects : {}
+  bucket       = local.bucket
+  key          = "${var.policy_prefix}/${each.key}"
+  source       = each.value.path
+  source_hash  = each.value.sha256
+  content_type = each.value.type
+  tags         = var.tags
+
+  depends_on = [aws_s3_bucket_versioning.policies, aws_s3_bucket_server_side_encryption_configuration.policies]
+}
+
+# The manifest's creation time changes only with the bundle.
+resource "time_static" "bundle" {
+  triggers = { fingerprint = module.bundle.fingerprint }
+}
+
+resource "aws_s3_object" "manifest" {
+  count        = var.upload_policies ? 1 : 0
+  bucket       = local.bucket
+  key          = "${var.policy_prefix}/.admitfn/manifest.json"
+  content_type = "application/json"
+  content = jsonencode({
+    manifest = {
+      apiVersion = "admitfn.io/v1alpha1"
+      kind       = "BundleManifest"
+      created    = time_static.bundle.rfc3339
+      objects = [
+        for f in module.bundle.files : merge(
+          { key = f, size = module.bundle.objects[f].size, sha256 = module.bundle.objects[f].sha256 },
+          # Pinned on a versioned bucket; S3 reports "null" without versioning.
+          contains(["", "null"], aws_s3_object.policy[f].version_id) ? {} : { version = aws_s3_object.policy[f].version_id },
+        )
+      ]
+    }
+  })
+  tags = var.tags
+}
+
+# --- the function
+
+resource "aws_cloudwatch_log_group" "function" {
+  name              = "/aws/lambda/${var.name}"
+  retention_in_days = var.log_retention_days
+  tags              = var.tags
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "function" {
+  name_prefix        = "${substr(var.name, 0, 32)}-"
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+  tags               = var.tags
+}
+
+# Reads of the policy prefix and writes of its own logs: nothing else.
+data "aws_iam_policy_document" "function" {
+  statement {
+    sid       = "ReadPolicies"
+    actions   = ["s3:GetObject", "s3:GetObjectVersion"]
+    resources = ["arn:${data.aws_partition.current.partition}:s3:::${local.bucket}/${var.policy_prefix}/*"]
+  }
+  statement {
+    sid       = "ListPolicies"
+    actions   = ["s3:ListBucket"]
+    resources = ["arn:${data.aws_partition.current.partition}:s3:::${local.bucket}"]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${var.policy_prefix}/*"]
+    }
+  }
+  statement {
+    sid       = "WriteLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
+  }
+  dynamic "statement" {
+    for_each = var.kms_key_arn == null ? [] : [var.kms_key_arn]
+    content {
+      sid       = "DecryptPolicies"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "function" {
+  role   = aws_iam_role.function.id
+  policy = data.aws_iam_policy_document.function.json
+}
+
+resource "aws_lambda_function" "this" {
+  function_name                  = var.name
+  role                           = aws_iam_role.function.arn
+  filename                       = var.lambda_zip
+  source_code_hash               = filebase64sha256(var.lambda_zip)
+  handler                        = "bootstrap"
+  runtime                        = "provided.al2023"
+  architectures                  = [var.architecture]
+  memory_size                    = var.memory_size
+  timeout                        = var.timeout_seconds
+  reserved_concurrent_executions = var.reserved_concurrency
+  tags                           = var.tags
+
+  environment {
+    variables = merge(
+      {
+        ADMITFN_POLICIES         = local.location
+        ADMITFN_TOKENS           = "${local.active_token},${local.other_token}"
+        ADMITFN_REFRESH_INTERVAL = var.refresh_interval
+      },
+      var.bundle_public_key == null ? {} : { ADMITFN_BUNDLE_PUBLIC_KEY = var.bundle_public_key },
+    )
+  }
+
+  logging_config {
+    log_format = "JSON"
+    log_group  = aws_cloudwatch_log_group.function.name
+  }
+
+  # A cold start must find the bundle, and the role its permissions.
+  depends_on = [aws_s3_object.manifest, aws_iam_role_policy.function]
+}
+
+resource "aws_lambda_function_url" "this" {
+  function_name      = aws_lambda_function.this.function_name
+  authorization_type = "NONE"
+}
+
+# A public Function URL needs both statements since October 2025.
+resource "aws_lambda_permission" "url" {
+  statement_id           = "AdmitfnFunctionUrl"
+  action                 = "lambda:InvokeFunctionUrl"
+  function_name          = aws_lambda_function.this.function_name
+  principal              = "*"
+  function_url_auth_type = "NONE"
+}
+
+resource "aws_lambda_permission" "invoke" {
+  statement_id             = "AdmitfnInvokeViaFunctionUrl"
+  action                   = "lambda:InvokeFunction"
+  function_name            = aws_lambda_function.this.function_name
+  principal                = "*"
+  invoked_via_function_url = true
+}

@@ -1,0 +1,90 @@
+# Plan-only tests with mocked providers: `make tf-test` (needs the Terraform
+# CLI, 1.9 or later, and the providers from the registry).
+
+mock_provider "aws" {
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{}" }
+  }
+}
+mock_provider "random" {}
+mock_provider "time" {}
+
+variables {
+  lambda_zip   = "tests/fake-lambda.zip"
+  policies_dir = "../../../policies/examples"
+}
+
+run "defaults" {
+  command = plan
+
+  assert {
+    condition     = aws_lambda_function.this.runtime == "provided.al2023" && aws_lambda_function.this.handler == "bootstrap"
+    error_message = "the function must run the bootstrap on provided.al2023"
+  }
+  assert {
+    condition     = aws_lambda_function.this.architectures == tolist(["arm64"]) && aws_lambda_function.this.timeout == 8 && aws_lambda_function.this.memory_size == 512
+    error_message = "defaults: arm64, 8s timeout (below the webhook's 10s), 512 MiB"
+  }
+  assert {
+    condition     = aws_lambda_function_url.this.authorization_type == "NONE"
+    error_message = "the apiserver cannot sign requests: the URL must be public"
+  }
+  assert {
+    condition     = aws_lambda_permission.url.action == "lambda:InvokeFunctionUrl" && aws_lambda_permission.invoke.action == "lambda:InvokeFunction" && aws_lambda_permission.invoke.invoked_via_function_url
+    error_message = "a public Function URL needs both invoke permissions"
+  }
+  assert {
+    condition     = length(aws_s3_object.policy) == length(module.bundle.files) && length(aws_s3_object.manifest) == 1
+    error_message = "every policy file and the manifest must be uploaded"
+  }
+  assert {
+    condition     = aws_cloudwatch_log_group.function.retention_in_days == 30 && aws_lambda_function.this.logging_config[0].log_format == "JSON"
+    error_message = "logs: JSON format, 30 days"
+  }
+  assert {
+    condition     = aws_s3_bucket_versioning.policies[0].versioning_configuration[0].status == "Enabled" && aws_s3_bucket_public_access_block.policies[0].restrict_public_buckets
+    error_message = "the policy bucket must be versioned and private"
+  }
+}
+
+run "existing_bucket" {
+  command = plan
+
+  variables {
+    create_bucket = false
+    bucket_name   = "my-policies"
+    policy_prefix = "clusters/prod"
+  }
+
+  assert {
+    condition     = length(aws_s3_bucket.policies) == 0 && aws_lambda_function.this.environment[0].variables["ADMITFN_POLICIES"] == "s3://my-policies/clusters/prod"
+    error_message = "an existing bucket is used as it is"
+  }
+}
+
+run "timeout_not_below_the_webhook" {
+  command = plan
+  variables {
+    timeout_seconds = 10
+  }
+  expect_failures = [var.timeout_seconds]
+}
+
+run "no_policy_files" {
+  command = plan
+  variables {
+    policies_dir = "tests/no-policies"
+  }
+  expect_failures = [var.policies_dir]
+}
+
+run "zero_concurrency" {
+  command = plan
+  variables {
+    reserved_concurrency = 0
+  }
+  expect_failures = [var.reserved_concurrency]
+}

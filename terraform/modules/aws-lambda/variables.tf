@@ -1,0 +1,181 @@
+variable "name" {
+  description = "Name of the function, its role and log group."
+  type        = string
+  default     = "admitfn"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,56}$", var.name))
+    error_message = "The name must be 1 to 56 letters, digits, hyphens or underscores."
+  }
+}
+
+variable "lambda_zip" {
+  description = "The deployment package from `make lambda`: dist/lambda/admitfn-arm64.zip (or -amd64 with architecture = \"x86_64\")."
+  type        = string
+
+  validation {
+    condition     = endswith(var.lambda_zip, ".zip")
+    error_message = "lambda_zip must be the .zip that `make lambda` writes, such as dist/lambda/admitfn-arm64.zip."
+  }
+}
+
+variable "architecture" {
+  description = "arm64 (Graviton, the default: cheaper per millisecond) or x86_64; it must match the zip."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.architecture)
+    error_message = "architecture must be arm64 or x86_64."
+  }
+}
+
+variable "memory_size" {
+  description = "Memory in MiB; CPU grows with it. 512 MiB answers a review in a few milliseconds."
+  type        = number
+  default     = 512
+
+  validation {
+    condition     = var.memory_size >= 128 && var.memory_size <= 10240
+    error_message = "memory_size must be between 128 and 10240 MiB."
+  }
+}
+
+variable "webhook_timeout_seconds" {
+  description = "timeoutSeconds of the webhooks that call the function (render it with the same -timeout)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.webhook_timeout_seconds >= 1 && var.webhook_timeout_seconds <= 30
+    error_message = "webhook_timeout_seconds must be between 1 and 30, as Kubernetes requires."
+  }
+}
+
+variable "timeout_seconds" {
+  description = "The function's timeout. It must be below the webhook's, so a slow review answers with an error before kube-apiserver gives up."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.timeout_seconds >= 1 && var.timeout_seconds < var.webhook_timeout_seconds
+    error_message = "timeout_seconds must be at least 1 and below webhook_timeout_seconds."
+  }
+}
+
+variable "reserved_concurrency" {
+  description = "Reserved concurrent executions: -1 leaves the function unreserved; a number both guarantees and caps its concurrency."
+  type        = number
+  default     = -1
+
+  validation {
+    condition     = var.reserved_concurrency == -1 || var.reserved_concurrency >= 1
+    error_message = "reserved_concurrency must be -1 (unreserved) or at least 1: 0 would stop every review."
+  }
+}
+
+variable "log_retention_days" {
+  description = "How long CloudWatch keeps the function's logs."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, … 3653)."
+  }
+}
+
+variable "policies_dir" {
+  description = "Local policy bundle directory, uploaded in the layout the function loads (manifest last)."
+  type        = string
+
+  validation {
+    condition     = length([for f in fileset(var.policies_dir, "**") : f if can(regex("\\.(ya?ml|json)$", f)) && !can(regex("_test\\.ya?ml$", f)) && !can(regex("(^|/)\\.", f))]) > 0
+    error_message = "The policies directory holds no policy files (.yaml, .yml or .json, not *_test.yaml, not hidden)."
+  }
+}
+
+variable "create_bucket" {
+  description = "Create the policy bucket (versioned, encrypted, public access blocked); false uses bucket_name as it is."
+  type        = bool
+  default     = true
+}
+
+variable "bucket_name" {
+  description = "Name of the policy bucket: required with create_bucket = false; with true, null picks a name from the function's."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.create_bucket || var.bucket_name != null
+    error_message = "bucket_name is required when create_bucket is false."
+  }
+}
+
+variable "policy_prefix" {
+  description = "Key prefix of the bundle in the bucket; the function may read only under it."
+  type        = string
+  default     = "admitfn"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$", var.policy_prefix))
+    error_message = "policy_prefix must be a relative key prefix without leading, trailing or doubled slashes."
+  }
+}
+
+variable "object_lock_days" {
+  description = "With a created bucket: keep every policy object version for this many days in governance mode (0: no object lock). Object lock can only be chosen when the bucket is created."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.object_lock_days >= 0
+    error_message = "object_lock_days must be 0 (off) or a number of days."
+  }
+}
+
+variable "kms_key_arn" {
+  description = "KMS key for the created bucket's default encryption (null: S3-managed keys). The function is allowed to decrypt with it."
+  type        = string
+  default     = null
+}
+
+variable "refresh_interval" {
+  description = "How often the function checks for a new bundle (ADMITFN_REFRESH_INTERVAL); 0 turns checks off."
+  type        = string
+  default     = "30s"
+
+  validation {
+    condition     = can(regex("^(0|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$", var.refresh_interval))
+    error_message = "refresh_interval must be a Go duration such as 30s or 5m, or 0."
+  }
+}
+
+variable "bundle_public_key" {
+  description = "PEM ed25519 public key (from `admitfn keygen`): only bundles signed with its private key load. Bundles this module uploads are unsigned, so set it only when bundles are pushed with `admitfn push -sign-key` instead."
+  type        = string
+  default     = null
+}
+
+variable "upload_policies" {
+  description = "Upload policies_dir (false: bundles are pushed by other means, such as `admitfn push`, and policies_dir is only checked)."
+  type        = bool
+  default     = true
+}
+
+variable "token_rotation" {
+  description = "Increase by one to rotate the path token: a new token becomes the webhook's, the previous one stays accepted until the next rotation."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.token_rotation >= 0 && floor(var.token_rotation) == var.token_rotation
+    error_message = "token_rotation must be a whole number, 0 or more."
+  }
+}
+
+variable "tags" {
+  description = "Tags for every resource that takes them."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,170 @@
+# admitfn on Cloud Functions (2nd gen): the function invocable without a
+# Google ID token (the apiserver cannot send one), protected by an
+# unguessable path token; the policy bundle in Cloud Storage, uploaded in the
+# layout the function loads.
+
+locals {
+  bucket_location = coalesce(var.bucket_location, var.region)
+  bucket          = var.create_bucket ? google_storage_bucket.policies[0].name : var.bucket_name
+  location        = "gs://${local.bucket}/${var.policy_prefix}"
+
+  active_token = var.token_rotation % 2 == 0 ? random_password.token_b.result : random_password.token_a.result
+  other_token  = var.token_rotation % 2 == 0 ? random_password.token_a.result : random_password.token_b.result
+}
+
+resource "random_password" "token_a" {
+  length  = 43
+  special = false
+  keepers = { generation = floor((var.token_rotation + 1) / 2) }
+}
+
+resource "random_password" "token_b" {
+  length  = 43
+  special = false
+  keepers = { generation = floor(var.token_rotation / 2) }
+}
+
+resource "random_id" "bucket" {
+  byte_length = 4
+}
+
+# --- the policy bucket
+
+resource "google_storage_bucket" "policies" {
+  count                       = var.create_bucket ? 1 : 0
+  project                     = var.project
+  name                        = coalesce(var.bucket_name, "${var.project}-${var.name}-policies-${random_id.bucket.hex}")
+  location                    = local.bucket_location
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = var.labels
+
+  versioning {
+    enabled = true
+  }
+}
+
+module "bundle" {
+  source       = "../bundle"
+  policies_dir = var.policies_dir
+}
+
+resource "google_storage_bucket_object" "policy" {
+  for_each     = var.upload_policies ? module.bundle.objects : {}
+  bucket       = local.bucket
+  name         = "${var.policy_prefix}/${each.key}"
+  source       = each.value.path
+  content_type = each.value.type
+  # A new generation exactly when the bytes change.
+  detect_md5hash = filemd5(each.value.path)
+}
+
+resource "time_static" "bundle" {
+  triggers = { fingerprint = module.bundle.fingerprint }
+}
+
+resource "google_storage_bucket_object" "manifest" {
+  count        = var.upload_policies ? 1 : 0
+  bucket       = local.bucket
+  name         = "${var.policy_prefix}/.admitfn/manifest.json"
+  content_type = "application/json"
+  content = jsonencode({
+    manifest = {
+      apiVersion = "admitfn.io/v1alpha1"
+      kind       = "BundleManifest"
+      created    = time_static.bundle.rfc3339
+      objects = [
+        for f in module.bundle.files : {
+          key     = f
+          size    = module.bundle.objects[f].size
+          sha256  = module.bundle.objects[f].sha256
+          version = tostring(google_storage_bucket_object.policy[f].generation)
+        }
+      ]
+    }
+  })
+}
+
+# --- the function's source
+
+resource "google_storage_bucket" "source" {
+  project                     = var.project
+  name                        = "${var.project}-${var.name}-source-${random_id.bucket.hex}"
+  location                    = local.bucket_location
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = var.labels
+}
+
+resource "google_storage_bucket_object" "source" {
+  bucket = google_storage_bucket.source.name
+  # Named by content, so a new zip redeploys the function.
+  name   = "admitfn-source-${filemd5(var.source_zip)}.zip"
+  source = var.source_zip
+}
+
+# --- its identity: reads of the policy bucket, nothing else
+
+resource "google_service_account" "function" {
+  project      = var.project
+  account_id   = var.name
+  display_name = "admitfn function ${var.name}"
+}
+
+resource "google_storage_bucket_iam_member" "read_policies" {
+  bucket = local.bucket
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.function.member
+}
+
+# --- the function
+
+resource "google_cloudfunctions2_function" "this" {
+  project  = var.project
+  location = var.region
+  name     = var.name
+  labels   = var.labels
+
+  build_config {
+    runtime     = var.runtime
+    entry_point = "Admitfn"
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory               = var.memory
+    timeout_seconds                = var.timeout_seconds
+    min_instance_count             = var.min_instances
+    max_instance_count             = var.max_instances
+    ingress_settings               = var.ingress
+    all_traffic_on_latest_revision = true
+    service_account_email          = google_service_account.function.email
+    environment_variables = merge(
+      {
+        ADMITFN_POLICIES         = local.location
+        ADMITFN_TOKENS           = "${local.active_token},${local.other_token}"
+        ADMITFN_REFRESH_INTERVAL = var.refresh_interval
+      },
+      var.bundle_public_key == null ? {} : { ADMITFN_BUNDLE_PUBLIC_KEY = var.bundle_public_key },
+    )
+  }
+
+  # An instance must find the bundle, and the permission to read it.
+  depends_on = [google_storage_bucket_object.manifest, google_storage_bucket_iam_member.read_policies]
+}
+
+# Public invocation: the apiserver cannot send a Google ID token; the path
+# token guards the reviews. An organization policy restricting allUsers
+# (iam.allowedPolicyMemberDomains) must allow it for this project.
+resource "google_cloud_run_service_iam_member" "public" {
+  project  = var.project
+  location = var.region
+  service  = google_cloudfunctions2_function.this.service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}

@@ -1,0 +1,191 @@
+variable "project" {
+  description = "Google Cloud project."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the function and, by default, of its buckets."
+  type        = string
+}
+
+variable "name" {
+  description = "Name of the function and its service account."
+  type        = string
+  default     = "admitfn"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,48}[a-z0-9]$", var.name))
+    error_message = "The name must be 2 to 50 lower-case letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "source_zip" {
+  description = "The Cloud Functions source from `make gcf`: dist/gcf/admitfn-source.zip."
+  type        = string
+
+  validation {
+    condition     = endswith(var.source_zip, ".zip")
+    error_message = "source_zip must be the .zip that `make gcf` writes, dist/gcf/admitfn-source.zip."
+  }
+}
+
+variable "runtime" {
+  description = "Cloud Functions Go runtime; admitfn needs Go 1.26 or later."
+  type        = string
+  default     = "go126"
+
+  validation {
+    condition     = can(regex("^go1(2[6-9]|[3-9][0-9])$", var.runtime))
+    error_message = "runtime must be go126 or later."
+  }
+}
+
+variable "memory" {
+  description = "Memory of each instance (Cloud Run syntax, such as 512M or 1Gi)."
+  type        = string
+  default     = "512M"
+
+  validation {
+    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.memory))
+    error_message = "memory must be a quantity such as 512M or 1Gi."
+  }
+}
+
+variable "min_instances" {
+  description = "Instances kept warm: 1 or more avoids cold starts on the API server's write path (billed while idle)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.min_instances >= 0 && var.min_instances <= var.max_instances
+    error_message = "min_instances must be between 0 and max_instances."
+  }
+}
+
+variable "max_instances" {
+  description = "Upper bound on instances."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.max_instances >= 1
+    error_message = "max_instances must be at least 1."
+  }
+}
+
+variable "webhook_timeout_seconds" {
+  description = "timeoutSeconds of the webhooks that call the function (render it with the same -timeout)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.webhook_timeout_seconds >= 1 && var.webhook_timeout_seconds <= 30
+    error_message = "webhook_timeout_seconds must be between 1 and 30, as Kubernetes requires."
+  }
+}
+
+variable "timeout_seconds" {
+  description = "The function's request timeout. It must be below the webhook's, so a slow review answers with an error before kube-apiserver gives up."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.timeout_seconds >= 1 && var.timeout_seconds < var.webhook_timeout_seconds
+    error_message = "timeout_seconds must be at least 1 and below webhook_timeout_seconds."
+  }
+}
+
+variable "ingress" {
+  description = "Who may reach the function: ALLOW_ALL (GKE control planes call from Google's network, not your VPC), ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  type        = string
+  default     = "ALLOW_ALL"
+
+  validation {
+    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress)
+    error_message = "ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  }
+}
+
+variable "policies_dir" {
+  description = "Local policy bundle directory, uploaded in the layout the function loads (manifest last)."
+  type        = string
+
+  validation {
+    condition     = length([for f in fileset(var.policies_dir, "**") : f if can(regex("\\.(ya?ml|json)$", f)) && !can(regex("_test\\.ya?ml$", f)) && !can(regex("(^|/)\\.", f))]) > 0
+    error_message = "The policies directory holds no policy files (.yaml, .yml or .json, not *_test.yaml, not hidden)."
+  }
+}
+
+variable "create_bucket" {
+  description = "Create the policy bucket (versioned, uniform access, public access prevented); false uses bucket_name as it is."
+  type        = bool
+  default     = true
+}
+
+variable "bucket_name" {
+  description = "Name of the policy bucket: required with create_bucket = false; with true, null picks a name from the project and function."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.create_bucket || var.bucket_name != null
+    error_message = "bucket_name is required when create_bucket is false."
+  }
+}
+
+variable "bucket_location" {
+  description = "Location of the created buckets (null: the function's region)."
+  type        = string
+  default     = null
+}
+
+variable "policy_prefix" {
+  description = "Object name prefix of the bundle in the bucket."
+  type        = string
+  default     = "admitfn"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$", var.policy_prefix))
+    error_message = "policy_prefix must be a relative prefix without leading, trailing or doubled slashes."
+  }
+}
+
+variable "refresh_interval" {
+  description = "How often the function checks for a new bundle (ADMITFN_REFRESH_INTERVAL); 0 turns checks off."
+  type        = string
+  default     = "30s"
+
+  validation {
+    condition     = can(regex("^(0|([0-9]+(\\.[0-9]+)?(ms|s|m|h))+)$", var.refresh_interval))
+    error_message = "refresh_interval must be a Go duration such as 30s or 5m, or 0."
+  }
+}
+
+variable "bundle_public_key" {
+  description = "PEM ed25519 public key (from `admitfn keygen`): only bundles signed with its private key load. Bundles this module uploads are unsigned, so set it only when bundles are pushed with `admitfn push -sign-key` instead."
+  type        = string
+  default     = null
+}
+
+variable "upload_policies" {
+  description = "Upload policies_dir (false: bundles are pushed by other means, such as `admitfn push`)."
+  type        = bool
+  default     = true
+}
+
+variable "token_rotation" {
+  description = "Increase by one to rotate the path token: a new token becomes the webhook's, the previous one stays accepted until the next rotation."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.token_rotation >= 0 && floor(var.token_rotation) == var.token_rotation
+    error_message = "token_rotation must be a whole number, 0 or more."
+  }
+}
+
+variable "labels" {
+  description = "Labels for every resource that takes them."
+  type        = map(string)
+  default     = {}
+}

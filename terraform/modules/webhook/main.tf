@@ -1,0 +1,143 @@
+# The ValidatingWebhookConfiguration and MutatingWebhookConfiguration that
+# `admitfn render` computes for a bundle, one webhook per policy group,
+# pointed at the function.
+
+locals {
+  validating = { for i in var.configurations.items : i.metadata.name => i if i.kind == "ValidatingWebhookConfiguration" }
+  mutating   = { for i in var.configurations.items : i.metadata.name => i if i.kind == "MutatingWebhookConfiguration" }
+}
+
+resource "kubernetes_validating_webhook_configuration_v1" "this" {
+  for_each = local.validating
+
+  metadata {
+    name   = each.key
+    labels = each.value.metadata.labels
+  }
+
+  dynamic "webhook" {
+    for_each = each.value.webhooks
+    content {
+      name                      = webhook.value.name
+      admission_review_versions = webhook.value.admissionReviewVersions
+      failure_policy            = webhook.value.failurePolicy
+      match_policy              = webhook.value.matchPolicy
+      side_effects              = webhook.value.sideEffects
+      timeout_seconds           = webhook.value.timeoutSeconds
+
+      client_config {
+        url       = "${var.base_url}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
+        ca_bundle = var.ca_bundle != null ? var.ca_bundle : (webhook.value.clientConfig.caBundle == null ? null : base64decode(webhook.value.clientConfig.caBundle))
+      }
+
+      dynamic "rule" {
+        for_each = webhook.value.rules
+        content {
+          api_groups   = rule.value.apiGroups
+          api_versions = rule.value.apiVersions
+          operations   = rule.value.operations
+          resources    = rule.value.resources
+          scope        = rule.value.scope
+        }
+      }
+
+      dynamic "namespace_selector" {
+        for_each = webhook.value.namespaceSelector == null ? [] : [webhook.value.namespaceSelector]
+        content {
+          match_labels = namespace_selector.value.matchLabels
+          dynamic "match_expressions" {
+            for_each = coalesce(namespace_selector.value.matchExpressions, [])
+            content {
+              key      = match_expressions.value.key
+              operator = match_expressions.value.operator
+              values   = match_expressions.value.values
+            }
+          }
+        }
+      }
+
+      dynamic "object_selector" {
+        for_each = webhook.value.objectSelector == null ? [] : [webhook.value.objectSelector]
+        content {
+          match_labels = object_selector.value.matchLabels
+          dynamic "match_expressions" {
+            for_each = coalesce(object_selector.value.matchExpressions, [])
+            content {
+              key      = match_expressions.value.key
+              operator = match_expressions.value.operator
+              values   = match_expressions.value.values
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+resource "kubernetes_mutating_webhook_configuration_v1" "this" {
+  for_each = local.mutating
+
+  metadata {
+    name   = each.key
+    labels = each.value.metadata.labels
+  }
+
+  dynamic "webhook" {
+    for_each = each.value.webhooks
+    content {
+      name                      = webhook.value.name
+      admission_review_versions = webhook.value.admissionReviewVersions
+      failure_policy            = webhook.value.failurePolicy
+      match_policy              = webhook.value.matchPolicy
+      side_effects              = webhook.value.sideEffects
+      timeout_seconds           = webhook.value.timeoutSeconds
+      reinvocation_policy       = coalesce(webhook.value.reinvocationPolicy, "Never")
+
+      client_config {
+        url       = "${var.base_url}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
+        ca_bundle = var.ca_bundle != null ? var.ca_bundle : (webhook.value.clientConfig.caBundle == null ? null : base64decode(webhook.value.clientConfig.caBundle))
+      }
+
+      dynamic "rule" {
+        for_each = webhook.value.rules
+        content {
+          api_groups   = rule.value.apiGroups
+          api_versions = rule.value.apiVersions
+          operations   = rule.value.operations
+          resources    = rule.value.resources
+          scope        = rule.value.scope
+        }
+      }
+
+      dynamic "namespace_selector" {
+        for_each = webhook.value.namespaceSelector == null ? [] : [webhook.value.namespaceSelector]
+        content {
+          match_labels = namespace_selector.value.matchLabels
+          dynamic "match_expressions" {
+            for_each = coalesce(namespace_selector.value.matchExpressions, [])
+            content {
+              key      = match_expressions.value.key
+              operator = match_expressions.value.operator
+              values   = match_expressions.value.values
+            }
+          }
+        }
+      }
+
+      dynamic "object_selector" {
+        for_each = webhook.value.objectSelector == null ? [] : [webhook.value.objectSelector]
+        content {
+          match_labels = object_selector.value.matchLabels
+          dynamic "match_expressions" {
+            for_each = coalesce(object_selector.value.matchExpressions, [])
+            content {
+              key      = match_expressions.value.key
+              operator = match_expressions.value.operator
+              values   = match_expressions.value.values
+            }
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,14 @@
+output "validating_configurations" {
+  description = "Names of the ValidatingWebhookConfigurations."
+  value       = keys(kubernetes_validating_webhook_configuration_v1.this)
+}
+
+output "mutating_configurations" {
+  description = "Names of the MutatingWebhookConfigurations."
+  value       = keys(kubernetes_mutating_webhook_configuration_v1.this)
+}
+
+output "webhooks" {
+  description = "Number of webhooks (policy groups) installed."
+  value       = sum(concat([0], [for i in var.configurations.items : length(i.webhooks)]))
+}

@@ -1,0 +1,35 @@
+# Plan-only tests with a mocked provider: `make tf-test` (needs the
+# Terraform CLI, 1.9 or later, and the provider from the registry). The
+# configurations file is written by `make tf-test` with `admitfn render`.
+
+mock_provider "kubernetes" {}
+
+variables {
+  configurations = jsondecode(file("tests/webhooks.json"))
+  base_url       = "https://abc.lambda-url.eu-west-1.on.aws/TOKEN"
+}
+
+run "rendered_examples" {
+  command = plan
+
+  assert {
+    condition     = length(kubernetes_validating_webhook_configuration_v1.this) == 1 && length(kubernetes_mutating_webhook_configuration_v1.this) == 1
+    error_message = "the example bundle has one validating and one mutating configuration"
+  }
+  assert {
+    condition     = kubernetes_validating_webhook_configuration_v1.this["admitfn"].webhook[0].client_config[0].url == "https://abc.lambda-url.eu-west-1.on.aws/TOKEN/validate"
+    error_message = "webhook URLs keep their route under base_url"
+  }
+  assert {
+    condition     = kubernetes_validating_webhook_configuration_v1.this["admitfn"].webhook[0].side_effects == "None" && kubernetes_validating_webhook_configuration_v1.this["admitfn"].webhook[0].timeout_seconds == 10
+    error_message = "rendered fields are carried over"
+  }
+}
+
+run "plain_http" {
+  command = plan
+  variables {
+    base_url = "http://abc.example.com/TOKEN"
+  }
+  expect_failures = [var.base_url]
+}

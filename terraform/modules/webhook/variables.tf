@@ -1,0 +1,97 @@
+# The type below is the shape of `admitfn render -o json`: a v1 List of
+# webhook configurations. A Go test renders bundles and checks every field
+# render emits is declared here, and everything required here is emitted, so
+# the two cannot drift apart.
+variable "configurations" {
+  description = "The webhook configurations of the bundle: jsondecode(file(...)) of `admitfn render -policies DIR -url https://admitfn.invalid -o json` (the URL is replaced by base_url)."
+  type = object({
+    apiVersion = string
+    kind       = string
+    items = list(object({
+      apiVersion = string
+      kind       = string
+      metadata = object({
+        name   = string
+        labels = optional(map(string), {})
+      })
+      webhooks = list(object({
+        name                    = string
+        admissionReviewVersions = list(string)
+        clientConfig = object({
+          url      = string
+          caBundle = optional(string)
+        })
+        rules = list(object({
+          apiGroups   = list(string)
+          apiVersions = list(string)
+          operations  = list(string)
+          resources   = list(string)
+          scope       = optional(string, "*")
+        }))
+        failurePolicy = string
+        matchPolicy   = string
+        namespaceSelector = optional(object({
+          matchLabels = optional(map(string))
+          matchExpressions = optional(list(object({
+            key      = string
+            operator = string
+            values   = optional(list(string))
+          })))
+        }))
+        objectSelector = optional(object({
+          matchLabels = optional(map(string))
+          matchExpressions = optional(list(object({
+            key      = string
+            operator = string
+            values   = optional(list(string))
+          })))
+        }))
+        matchConditions = optional(list(object({
+          name       = string
+          expression = string
+        })), [])
+        sideEffects        = string
+        timeoutSeconds     = number
+        reinvocationPolicy = optional(string)
+      }))
+    }))
+  })
+
+  validation {
+    condition     = var.configurations.kind == "List" && alltrue([for i in var.configurations.items : contains(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"], i.kind)])
+    error_message = "configurations must be the List that `admitfn render -o json` prints."
+  }
+
+  validation {
+    condition     = alltrue(flatten([for i in var.configurations.items : [for w in i.webhooks : length(w.matchConditions) == 0]]))
+    error_message = "A webhook has matchConditions, which the kubernetes provider's webhook resources cannot express yet (hashicorp/terraform-provider-kubernetes#2750): apply the rendered YAML with kubectl instead."
+  }
+}
+
+variable "render_url" {
+  description = "The -url the configurations were rendered with; each webhook's URL keeps its route and swaps this for base_url."
+  type        = string
+  default     = "https://admitfn.invalid"
+
+  validation {
+    condition     = alltrue(flatten([for i in var.configurations.items : [for w in i.webhooks : startswith(w.clientConfig.url, var.render_url)]]))
+    error_message = "Every webhook URL in configurations must start with render_url: render with -url set to it."
+  }
+}
+
+variable "base_url" {
+  description = "Base URL of the function, path token included (the function module's webhook_base_url)."
+  type        = string
+  sensitive   = true
+
+  validation {
+    condition     = startswith(var.base_url, "https://") && !endswith(var.base_url, "/")
+    error_message = "base_url must be an https:// URL without a trailing slash: kube-apiserver calls webhooks over HTTPS only."
+  }
+}
+
+variable "ca_bundle" {
+  description = "PEM CA bundle kube-apiserver should trust for the function (null: publicly trusted certificates, as Lambda and Cloud Run have, or the rendered caBundle)."
+  type        = string
+  default     = null
+}

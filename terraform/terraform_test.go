@@ -1,0 +1,605 @@
+// Package terraform holds the offline checks of the Terraform modules and
+// examples: they load without diagnostics, are formatted, wire only declared
+// variables and outputs, their variable validations reject what they should,
+// and the webhook module's input type is exactly what `admitfn render -o
+// json` emits. None needs the Terraform CLI or a provider.
+package terraform
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/hashicorp/terraform-config-inspect/tfconfig"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+var (
+	modules  = []string{"modules/bundle", "modules/aws-lambda", "modules/gcp-function", "modules/webhook"}
+	examples = []string{"examples/aws-eks", "examples/gcp-gke"}
+)
+
+// admitfn is the CLI, built once: the golden test runs `admitfn render`.
+var admitfn string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "admitfn-tf-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	admitfn = filepath.Join(dir, "admitfn")
+	if out, err := exec.Command("go", "build", "-o", admitfn, "../cmd/admitfn").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ../cmd/admitfn: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestModulesLoadWithoutDiagnostics(t *testing.T) {
+	for _, dir := range append(append([]string{}, modules...), examples...) {
+		mod, diags := tfconfig.LoadModule(dir)
+		if len(diags) > 0 {
+			t.Errorf("%s: %v", dir, diags)
+			continue
+		}
+		if len(mod.Variables) == 0 || len(mod.Outputs) == 0 {
+			t.Errorf("%s: %d variables, %d outputs", dir, len(mod.Variables), len(mod.Outputs))
+		}
+		for _, v := range mod.Variables {
+			if v.Description == "" || v.Type == "" {
+				t.Errorf("%s: variable %s needs a description and a type", dir, v.Name)
+			}
+		}
+		for _, o := range mod.Outputs {
+			if o.Description == "" {
+				t.Errorf("%s: output %s needs a description", dir, o.Name)
+			}
+		}
+		if dir != "modules/bundle" {
+			if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+				t.Errorf("%s: no README.md", dir)
+			}
+		}
+		for _, f := range []string{"main.tf", "variables.tf", "outputs.tf", "versions.tf"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("%s: no %s", dir, f)
+			}
+		}
+	}
+}
+
+// terraform fmt's layout: every file is a fixed point of hclwrite.Format,
+// the formatter `terraform fmt` uses.
+func TestFormatted(t *testing.T) {
+	files, err := filepath.Glob("*/*/*.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, _ := filepath.Glob("*/*/tests/*.tftest.hcl")
+	files = append(files, tests...)
+	if len(files) < 20 {
+		t.Fatalf("only %d files found", len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, diags := hclsyntax.ParseConfig(src, f, hcl.InitialPos); diags.HasErrors() {
+			t.Errorf("%s: %v", f, diags)
+			continue
+		}
+		if got := hclwrite.Format(src); !bytes.Equal(got, src) {
+			t.Errorf("%s is not formatted: run terraform fmt -recursive terraform/", f)
+		}
+	}
+}
+
+// metaArguments of a module block, which are not the module's variables.
+var metaArguments = map[string]bool{"source": true, "version": true, "count": true, "for_each": true, "providers": true, "depends_on": true}
+
+func TestExamplesPassDeclaredVariablesAndUseDeclaredOutputs(t *testing.T) {
+	for _, dir := range examples {
+		p := hclparse.NewParser()
+		calls := map[string]*tfconfig.Module{}
+		var bodies []*hclsyntax.Body
+		tfs, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
+		for _, f := range tfs {
+			file, diags := p.ParseHCLFile(f)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			body := file.Body.(*hclsyntax.Body)
+			bodies = append(bodies, body)
+			for _, block := range body.Blocks {
+				if block.Type != "module" {
+					continue
+				}
+				name := block.Labels[0]
+				src, diags := block.Body.Attributes["source"].Expr.Value(nil)
+				if diags.HasErrors() {
+					t.Fatalf("%s: module %s: source: %v", dir, name, diags)
+				}
+				mod, ldiags := tfconfig.LoadModule(filepath.Join(dir, src.AsString()))
+				if ldiags.HasErrors() {
+					t.Fatalf("%s: module %s: %v", dir, name, ldiags)
+				}
+				calls[name] = mod
+				for arg := range block.Body.Attributes {
+					if !metaArguments[arg] && mod.Variables[arg] == nil {
+						t.Errorf("%s: module %s passes %s, which %s does not declare", dir, name, arg, src.AsString())
+					}
+				}
+				for _, v := range mod.Variables {
+					if v.Required && block.Body.Attributes[v.Name] == nil {
+						t.Errorf("%s: module %s does not pass required variable %s", dir, name, v.Name)
+					}
+				}
+			}
+		}
+		if len(calls) != 2 {
+			t.Errorf("%s calls %d modules, want the function module and the webhook module", dir, len(calls))
+		}
+		// Every module.<name>.<output> an example refers to exists.
+		refs := 0
+		for _, body := range bodies {
+			hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+				expr, ok := n.(hclsyntax.Expression)
+				if !ok {
+					return nil
+				}
+				for _, tr := range expr.Variables() {
+					if tr.RootName() != "module" || len(tr) < 3 {
+						continue
+					}
+					name := tr[1].(hcl.TraverseAttr).Name
+					out := tr[2].(hcl.TraverseAttr).Name
+					refs++
+					if mod := calls[name]; mod == nil {
+						t.Errorf("%s refers to module.%s, which it does not call", dir, name)
+					} else if mod.Outputs[out] == nil {
+						t.Errorf("%s refers to module.%s.%s: no such output", dir, name, out)
+					}
+				}
+				return nil
+			})
+		}
+		if refs == 0 {
+			t.Errorf("%s refers to no module output", dir)
+		}
+	}
+}
+
+// --- variable validations, evaluated as Terraform would
+
+// functions are the Terraform functions the modules' validations use.
+func functions(baseDir string) map[string]function.Function {
+	strFn := func(f func(s, affix string) bool) function.Function {
+		return function.New(&function.Spec{
+			Params: []function.Parameter{{Name: "s", Type: cty.String}, {Name: "affix", Type: cty.String}},
+			Type:   function.StaticReturnType(cty.Bool),
+			Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+				return cty.BoolVal(f(args[0].AsString(), args[1].AsString())), nil
+			},
+		})
+	}
+	return map[string]function.Function{
+		"alltrue":    alltrue,
+		"can":        tryfunc.CanFunc,
+		"contains":   stdlib.ContainsFunc,
+		"endswith":   strFn(strings.HasSuffix),
+		"fileset":    fileset(baseDir),
+		"flatten":    stdlib.FlattenFunc,
+		"floor":      stdlib.FloorFunc,
+		"length":     stdlib.LengthFunc,
+		"regex":      stdlib.RegexFunc,
+		"startswith": strFn(strings.HasPrefix),
+	}
+}
+
+var alltrue = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		for it := args[0].ElementIterator(); it.Next(); {
+			if _, v := it.Element(); v.IsNull() || v.False() {
+				return cty.False, nil
+			}
+		}
+		return cty.True, nil
+	},
+})
+
+// fileset is Terraform's fileset(path, pattern) for the patterns the
+// modules use: paths relative to path, "/"-separated, sorted.
+func fileset(baseDir string) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}, {Name: "pattern", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Set(cty.String)),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			root := args[0].AsString()
+			if !filepath.IsAbs(root) {
+				root = filepath.Join(baseDir, root)
+			}
+			pattern := args[1].AsString()
+			var out []cty.Value
+			err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				rel, _ := filepath.Rel(root, p)
+				rel = filepath.ToSlash(rel)
+				if ok, _ := path.Match(pattern, rel); ok || pattern == "**" {
+					out = append(out, cty.StringVal(rel))
+				}
+				return nil
+			})
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if len(out) == 0 {
+				return cty.SetValEmpty(cty.String), nil
+			}
+			return cty.SetVal(out), nil
+		},
+	})
+}
+
+type validation struct {
+	condition hcl.Expression
+	message   string
+}
+
+// variables reads dir's variable blocks: their type constraints, defaults
+// and validations.
+// variable is what a test needs of a variable block.
+type variable struct {
+	ty cty.Type
+	// typeDefaults are the optional attributes' defaults, which Terraform
+	// applies to a value before converting it to ty.
+	typeDefaults *typeexpr.Defaults
+	def          *cty.Value
+	checks       []validation
+}
+
+func variables(t *testing.T, dir string) map[string]*variable {
+	t.Helper()
+	vars := map[string]*variable{}
+	file, diags := hclparse.NewParser().ParseHCLFile(filepath.Join(dir, "variables.tf"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, block := range file.Body.(*hclsyntax.Body).Blocks {
+		if block.Type != "variable" {
+			continue
+		}
+		name := block.Labels[0]
+		ty, def, diags := typeexpr.TypeConstraintWithDefaults(block.Body.Attributes["type"].Expr)
+		if diags.HasErrors() {
+			t.Fatalf("%s: variable %s: type: %v", dir, name, diags)
+		}
+		vr := &variable{ty: ty, typeDefaults: def}
+		vars[name] = vr
+		if attr := block.Body.Attributes["default"]; attr != nil {
+			v, diags := attr.Expr.Value(nil)
+			if diags.HasErrors() {
+				t.Fatalf("%s: variable %s: default: %v", dir, name, diags)
+			}
+			if def != nil {
+				v = def.Apply(v)
+			}
+			if v, err := convert.Convert(v, ty); err == nil {
+				vr.def = &v
+			} else {
+				t.Fatalf("%s: variable %s: default does not fit the type: %v", dir, name, err)
+			}
+		}
+		for _, vb := range block.Body.Blocks {
+			if vb.Type != "validation" {
+				continue
+			}
+			msg, _ := vb.Body.Attributes["error_message"].Expr.Value(nil)
+			vr.checks = append(vr.checks, validation{condition: vb.Body.Attributes["condition"].Expr, message: msg.AsString()})
+		}
+	}
+	return vars
+}
+
+// failedValidations evaluates every validation of dir's variables with
+// values (over the defaults) and returns the variables that fail, each with
+// its error message.
+func failedValidations(t *testing.T, dir string, values map[string]cty.Value) map[string]string {
+	t.Helper()
+	declared := variables(t, dir)
+	vars := map[string]cty.Value{}
+	for k, v := range declared {
+		if v.def != nil {
+			vars[k] = *v.def
+		}
+	}
+	for k, v := range values {
+		d, ok := declared[k]
+		if !ok {
+			t.Fatalf("%s declares no variable %s", dir, k)
+		}
+		if d.typeDefaults != nil {
+			v = d.typeDefaults.Apply(v)
+		}
+		cv, err := convert.Convert(v, d.ty)
+		if err != nil {
+			t.Fatalf("%s: variable %s: %v", dir, k, err)
+		}
+		vars[k] = cv
+	}
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vars)}, Functions: functions(dir)}
+	failed := map[string]string{}
+	for name, d := range declared {
+		for _, v := range d.checks {
+			got, diags := v.condition.Value(ctx)
+			if diags.HasErrors() {
+				t.Fatalf("%s: variable %s: condition: %v", dir, name, diags)
+			}
+			if got.False() {
+				failed[name] = v.message
+			}
+		}
+	}
+	return failed
+}
+
+func TestVariableValidations(t *testing.T) {
+	examples, _ := filepath.Abs("../policies/examples")
+	noPolicies := t.TempDir()
+	os.WriteFile(filepath.Join(noPolicies, "README.md"), []byte("#"), 0o644)
+	os.WriteFile(filepath.Join(noPolicies, "replicas_test.yaml"), []byte("cases: []"), 0o644)
+	os.MkdirAll(filepath.Join(noPolicies, ".admitfn"), 0o755)
+	os.WriteFile(filepath.Join(noPolicies, ".admitfn", "manifest.json"), []byte("{}"), 0o644)
+
+	str, num, null := cty.StringVal, cty.NumberIntVal, cty.NullVal(cty.String)
+	lambda := map[string]cty.Value{"lambda_zip": str("dist/lambda/admitfn-arm64.zip"), "policies_dir": str(examples)}
+	gcf := map[string]cty.Value{"project": str("p"), "region": str("europe-west1"), "source_zip": str("dist/gcf/admitfn-source.zip"), "policies_dir": str(examples)}
+	with := func(base map[string]cty.Value, kv ...any) map[string]cty.Value {
+		out := map[string]cty.Value{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1].(cty.Value)
+		}
+		return out
+	}
+	rendered := renderJSON(t, "-policies", "../policies/examples", "-url", "https://admitfn.invalid")
+	withMatchConditions := regexp.MustCompile(`"sideEffects"`).ReplaceAllString(string(rendered), `"matchConditions": [{"name": "n", "expression": "true"}], "sideEffects"`)
+	webhook := func(configurations string, kv ...any) map[string]cty.Value {
+		v, err := ctyjson.Unmarshal([]byte(configurations), mustImplied(t, configurations))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return with(map[string]cty.Value{"configurations": v, "base_url": str("https://fn.example.com/token")}, kv...)
+	}
+
+	for _, tc := range []struct {
+		name, dir string
+		values    map[string]cty.Value
+		fails     string // the variable whose validation fails; "" for none
+	}{
+		{"aws defaults", "modules/aws-lambda", lambda, ""},
+		{"aws timeout equal to the webhook's", "modules/aws-lambda", with(lambda, "timeout_seconds", num(10)), "timeout_seconds"},
+		{"aws timeout above the webhook's", "modules/aws-lambda", with(lambda, "timeout_seconds", num(15), "webhook_timeout_seconds", num(12)), "timeout_seconds"},
+		{"aws short webhook timeout", "modules/aws-lambda", with(lambda, "timeout_seconds", num(2), "webhook_timeout_seconds", num(3)), ""},
+		{"aws webhook timeout over 30", "modules/aws-lambda", with(lambda, "webhook_timeout_seconds", num(31)), "webhook_timeout_seconds"},
+		{"aws no policy files", "modules/aws-lambda", with(lambda, "policies_dir", str(noPolicies)), "policies_dir"},
+		{"aws not a zip", "modules/aws-lambda", with(lambda, "lambda_zip", str("dist/lambda/bootstrap")), "lambda_zip"},
+		{"aws amd64 spelled the Go way", "modules/aws-lambda", with(lambda, "architecture", str("amd64")), "architecture"},
+		{"aws zero concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(0)), "reserved_concurrency"},
+		{"aws reserved concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(50)), ""},
+		{"aws memory too small", "modules/aws-lambda", with(lambda, "memory_size", num(64)), "memory_size"},
+		{"aws odd log retention", "modules/aws-lambda", with(lambda, "log_retention_days", num(10)), "log_retention_days"},
+		{"aws existing bucket without a name", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", null), "bucket_name"},
+		{"aws existing bucket", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", str("my-policies")), ""},
+		{"aws absolute prefix", "modules/aws-lambda", with(lambda, "policy_prefix", str("/prod")), "policy_prefix"},
+		{"aws nested prefix", "modules/aws-lambda", with(lambda, "policy_prefix", str("clusters/prod")), ""},
+		{"aws refresh interval not a duration", "modules/aws-lambda", with(lambda, "refresh_interval", str("soon")), "refresh_interval"},
+		{"aws refresh interval off", "modules/aws-lambda", with(lambda, "refresh_interval", str("0")), ""},
+		{"aws refresh interval compound", "modules/aws-lambda", with(lambda, "refresh_interval", str("1m30s")), ""},
+		{"aws fractional rotation", "modules/aws-lambda", with(lambda, "token_rotation", cty.NumberFloatVal(1.5)), "token_rotation"},
+		{"aws bad name", "modules/aws-lambda", with(lambda, "name", str("admit fn")), "name"},
+
+		{"gcp defaults", "modules/gcp-function", gcf, ""},
+		{"gcp timeout equal to the webhook's", "modules/gcp-function", with(gcf, "timeout_seconds", num(10)), "timeout_seconds"},
+		{"gcp old runtime", "modules/gcp-function", with(gcf, "runtime", str("go125")), "runtime"},
+		{"gcp later runtime", "modules/gcp-function", with(gcf, "runtime", str("go127")), ""},
+		{"gcp more warm instances than the maximum", "modules/gcp-function", with(gcf, "min_instances", num(5), "max_instances", num(2)), "min_instances"},
+		{"gcp bad ingress", "modules/gcp-function", with(gcf, "ingress", str("PUBLIC")), "ingress"},
+		{"gcp no policy files", "modules/gcp-function", with(gcf, "policies_dir", str(noPolicies)), "policies_dir"},
+		{"gcp upper-case name", "modules/gcp-function", with(gcf, "name", str("Admitfn")), "name"},
+		{"gcp bad memory", "modules/gcp-function", with(gcf, "memory", str("lots")), "memory"},
+
+		{"bundle examples", "modules/bundle", map[string]cty.Value{"policies_dir": str(examples)}, ""},
+		{"bundle without policy files", "modules/bundle", map[string]cty.Value{"policies_dir": str(noPolicies)}, "policies_dir"},
+
+		{"webhook rendered", "modules/webhook", webhook(string(rendered)), ""},
+		{"webhook with matchConditions", "modules/webhook", webhook(withMatchConditions), "configurations"},
+		{"webhook rendered for another URL", "modules/webhook", webhook(string(rendered), "render_url", str("https://other.invalid")), "render_url"},
+		{"webhook plain HTTP", "modules/webhook", webhook(string(rendered), "base_url", str("http://fn.example.com/token")), "base_url"},
+		{"webhook trailing slash", "modules/webhook", webhook(string(rendered), "base_url", str("https://fn.example.com/token/")), "base_url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			failed := failedValidations(t, tc.dir, tc.values)
+			switch {
+			case tc.fails == "" && len(failed) > 0:
+				t.Errorf("validations failed: %v", failed)
+			case tc.fails != "" && (len(failed) != 1 || failed[tc.fails] == ""):
+				t.Errorf("want only %s to fail, got %v", tc.fails, failed)
+			}
+		})
+	}
+}
+
+// --- the webhook module's input type against render's output
+
+func renderJSON(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(admitfn, append([]string{"render", "-o", "json"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("admitfn render %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+func mustImplied(t *testing.T, js string) cty.Type {
+	t.Helper()
+	ty, err := ctyjson.ImpliedType([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ty
+}
+
+// conforms checks that every key of v is an attribute of ty and that every
+// attribute ty requires is in v, recursively, and returns the problems.
+func conforms(at string, v any, ty cty.Type) []string {
+	var problems []string
+	switch {
+	case ty.IsObjectType():
+		m, ok := v.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: render emits %T, the module wants an object", at, v)}
+		}
+		for k, sub := range m {
+			if !ty.HasAttribute(k) {
+				problems = append(problems, fmt.Sprintf("%s.%s: render emits it, the module's type does not declare it", at, k))
+				continue
+			}
+			problems = append(problems, conforms(at+"."+k, sub, ty.AttributeType(k))...)
+		}
+		for k := range ty.AttributeTypes() {
+			if _, ok := m[k]; !ok && !ty.AttributeOptional(k) {
+				problems = append(problems, fmt.Sprintf("%s.%s: the module requires it, render does not emit it", at, k))
+			}
+		}
+	case ty.IsListType():
+		l, ok := v.([]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: render emits %T, the module wants a list", at, v)}
+		}
+		for i, sub := range l {
+			problems = append(problems, conforms(fmt.Sprintf("%s[%d]", at, i), sub, ty.ElementType())...)
+		}
+	case ty.IsMapType():
+		m, ok := v.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: render emits %T, the module wants a map", at, v)}
+		}
+		for k, sub := range m {
+			problems = append(problems, conforms(at+"["+k+"]", sub, ty.ElementType())...)
+		}
+	case ty == cty.String:
+		if _, ok := v.(string); !ok {
+			problems = append(problems, fmt.Sprintf("%s: render emits %T, the module wants a string", at, v))
+		}
+	case ty == cty.Number:
+		if _, ok := v.(float64); !ok {
+			problems = append(problems, fmt.Sprintf("%s: render emits %T, the module wants a number", at, v))
+		}
+	}
+	return problems
+}
+
+func TestWebhookInputIsWhatRenderEmits(t *testing.T) {
+	configurations := variables(t, "modules/webhook")["configurations"]
+	ty := configurations.ty
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o644)
+
+	// Bundles that between them make render emit every field it can:
+	// validating and mutating groups, object selectors, Ignore groups,
+	// caBundle, kube-system included, another timeout.
+	libraries, _ := filepath.Glob("../policies/library/*")
+	cases := [][]string{
+		{"-policies", "../policies/examples", "-url", "https://admitfn.invalid"},
+		{"-policies", "../policies/examples", "-url", "https://admitfn.invalid", "-ca-bundle", ca, "-include-kube-system", "-timeout", "5", "-name", "other"},
+	}
+	for _, lib := range libraries {
+		if fi, err := os.Stat(lib); err == nil && fi.IsDir() {
+			cases = append(cases, []string{"-policies", lib, "-url", "https://admitfn.invalid"})
+		}
+	}
+	seen := map[string]bool{}
+	for _, args := range cases {
+		out := renderJSON(t, args...)
+		var v any
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range conforms("configurations", v, ty) {
+			t.Errorf("%v: %s", args, p)
+		}
+		// Terraform accepts it: the JSON converts to the type.
+		val, err := ctyjson.Unmarshal(out, mustImplied(t, string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := convert.Convert(configurations.typeDefaults.Apply(val), ty); err != nil {
+			t.Errorf("%v: does not convert to the module's type: %v", args, err)
+		}
+		collectKeys("", v, seen)
+	}
+	// The optional fields the module maps must each be emitted by some
+	// case, so the test really covers them.
+	for _, k := range []string{"items.webhooks.clientConfig.caBundle", "items.webhooks.reinvocationPolicy", "items.webhooks.objectSelector", "items.webhooks.namespaceSelector.matchExpressions", "items.webhooks.rules.scope", "items.metadata.labels"} {
+		if !seen[k] {
+			t.Errorf("no case makes render emit %s", k)
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	t.Logf("render emitted: %s", strings.Join(keys, " "))
+}
+
+// collectKeys records the dotted paths of v's keys, list indexes dropped:
+// "items.webhooks.clientConfig.url".
+func collectKeys(prefix string, v any, seen map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, sub := range x {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			seen[p] = true
+			collectKeys(p, sub, seen)
+		}
+	case []any:
+		for _, sub := range x {
+			collectKeys(prefix, sub, seen)
+		}
+	}
+}
