@@ -55,8 +55,8 @@ resource "google_storage_bucket_object" "policy" {
   name         = "${var.policy_prefix}/${each.key}"
   source       = each.value.path
   content_type = each.value.type
-  # A new generation exactly when the bytes change.
-  detect_md5hash = filemd5(each.value.path)
+  # The provider compares the local file's MD5 with the object's: a new
+  # generation exactly when the bytes change.
 }
 
 resource "time_static" "bundle" {
