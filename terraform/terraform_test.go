@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-cty-funcs/filesystem"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -209,7 +209,7 @@ func functions(baseDir string) map[string]function.Function {
 		"can":        tryfunc.CanFunc,
 		"contains":   stdlib.ContainsFunc,
 		"endswith":   strFn(strings.HasSuffix),
-		"fileset":    fileset(baseDir),
+		"fileset":    filesystem.MakeFileSetFunc(baseDir), // Terraform's own, doublestar globs
 		"flatten":    stdlib.FlattenFunc,
 		"floor":      stdlib.FloorFunc,
 		"length":     stdlib.LengthFunc,
@@ -230,41 +230,6 @@ var alltrue = function.New(&function.Spec{
 		return cty.True, nil
 	},
 })
-
-// fileset is Terraform's fileset(path, pattern) for the patterns the
-// modules use: paths relative to path, "/"-separated, sorted.
-func fileset(baseDir string) function.Function {
-	return function.New(&function.Spec{
-		Params: []function.Parameter{{Name: "path", Type: cty.String}, {Name: "pattern", Type: cty.String}},
-		Type:   function.StaticReturnType(cty.Set(cty.String)),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			root := args[0].AsString()
-			if !filepath.IsAbs(root) {
-				root = filepath.Join(baseDir, root)
-			}
-			pattern := args[1].AsString()
-			var out []cty.Value
-			err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-				if err != nil || d.IsDir() {
-					return err
-				}
-				rel, _ := filepath.Rel(root, p)
-				rel = filepath.ToSlash(rel)
-				if ok, _ := path.Match(pattern, rel); ok || pattern == "**" {
-					out = append(out, cty.StringVal(rel))
-				}
-				return nil
-			})
-			if err != nil {
-				return cty.NilVal, err
-			}
-			if len(out) == 0 {
-				return cty.SetValEmpty(cty.String), nil
-			}
-			return cty.SetVal(out), nil
-		},
-	})
-}
 
 type validation struct {
 	condition hcl.Expression

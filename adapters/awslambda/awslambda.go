@@ -126,15 +126,19 @@ func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	log = log.With().Str("trigger", string(trigger)).Logger()
 
 	rec := newRecorder()
+	size := 0
+	if err == nil {
+		size = headerBytes(req)
+	}
 	switch {
 	case err != nil:
 		httpadapter.WriteStatus(rec, http.StatusBadRequest, err.Error())
 		log.Warn().Int("status", http.StatusBadRequest).Err(err).Msg("rejected event")
-	case headerBytes(req) > httpadapter.MaxHeaderBytes:
+	case size > httpadapter.MaxHeaderBytes:
 		// As the server answers headers over its limit; the values are
 		// neither echoed nor logged.
 		httpadapter.WriteStatus(rec, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers larger than %d bytes", httpadapter.MaxHeaderBytes))
-		log.Warn().Int("status", http.StatusRequestHeaderFieldsTooLarge).Int("header_bytes", headerBytes(req)).Msg("rejected event")
+		log.Warn().Int("status", http.StatusRequestHeaderFieldsTooLarge).Int("header_bytes", size).Msg("rejected event")
 	default:
 		ctx, cancel := withMargin(ctx)
 		defer cancel()

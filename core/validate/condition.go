@@ -34,8 +34,8 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	// Past the review's deadline nothing more is evaluated: the caller has
 	// stopped waiting and the review answers with an error whatever the
 	// policies would say (see the engine).
-	if err := ctx.Err(); err != nil {
-		return nil, -1, fmt.Errorf("review deadline passed, expressions not evaluated: %w", err)
+	if err := deadlinePassed(ctx); err != nil {
+		return nil, -1, err
 	}
 	act, err := newActivation(versionedAttr, request, inputs, namespace)
 	if err != nil {
@@ -47,8 +47,8 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
 	remaining := runtimeCELCostBudget
 	for i, result := range c.results {
-		if err := ctx.Err(); err != nil {
-			return nil, -1, fmt.Errorf("review deadline passed, expressions not evaluated: %w", err)
+		if err := deadlinePassed(ctx); err != nil {
+			return nil, -1, err
 		}
 		evaluations[i], remaining, err = evaluate(compositionCtx, act, result, remaining)
 		if err != nil {
@@ -56,6 +56,13 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		}
 	}
 	return evaluations, remaining, nil
+}
+
+func deadlinePassed(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("review deadline passed, expressions not evaluated: %w", err)
+	}
+	return nil
 }
 
 func (c *condition) CompilationErrors() []error {
