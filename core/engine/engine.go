@@ -14,6 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -62,9 +65,11 @@ type Engine struct {
 }
 
 type route struct {
-	group    *policy.Group
-	hooks    []validate.Hook
-	mutating []mutate.Hook
+	group *policy.Group
+	// The route's hooks in bundle order, indexed by the resources and
+	// operations their policies match.
+	validating *index[validate.Hook]
+	mutating   *index[mutate.Hook]
 }
 
 // Result is a review's response plus what a log line needs.
@@ -93,21 +98,34 @@ func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Bundle
 // "<file>: policy <name>: <field>: <CEL error>".
 func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 	var errs policy.Errors
+	type compiled[E any] struct {
+		evaluator E
+		errs      []*validate.ExpressionError
+	}
 	validators := map[string]validating.Validator{}
-	for _, p := range b.Policies {
+	for i, r := range parallel(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) compiled[validating.Validator] {
 		v, fieldErrs := c.Compile(p)
-		for _, fe := range fieldErrs {
+		return compiled[validating.Validator]{v, fieldErrs}
+	}) {
+		p := b.Policies[i]
+		for _, fe := range r.errs {
 			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("ValidatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
 		}
-		validators[p.Name] = v
+		validators[p.Name] = r.evaluator
 	}
 	mutators := map[string]mutating.PolicyEvaluator{}
-	for _, p := range b.MutatingPolicies {
+	for i, r := range parallel(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) compiled[mutating.PolicyEvaluator] {
 		m, fieldErrs := mutate.Compile(c.EnvSet(), p)
-		for _, fe := range fieldErrs {
+		return compiled[mutating.PolicyEvaluator]{m, fieldErrs}
+	}) {
+		p := b.MutatingPolicies[i]
+		for _, fe := range r.errs {
 			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("MutatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
 		}
-		mutators[p.Name] = m
+		mutators[p.Name] = r.evaluator
+	}
+	if len(b.MutatingPolicies) > 0 {
+		mutate.Warm()
 	}
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
@@ -130,6 +148,8 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 	}
 	for _, g := range e.order {
 		r := &route{group: g}
+		var hooks []validate.Hook
+		var mutating []mutate.Hook
 		// Hooks follow bundle order: mutating policies apply in it. Copies
 		// are made to drop the namespace selectors (see
 		// clearNamespaceSelector).
@@ -145,7 +165,7 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 			if len(bindings) > 0 {
 				p = p.DeepCopy()
 				clearNamespaceSelector(p.Spec.MatchConstraints)
-				r.hooks = append(r.hooks, validate.NewHook(p, bindings, validators[p.Name], store(p.Spec.ParamKind)))
+				hooks = append(hooks, validate.NewHook(p, bindings, validators[p.Name], store(p.Spec.ParamKind)))
 			}
 		}
 		for _, p := range b.MutatingPolicies {
@@ -160,12 +180,32 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 			if len(bindings) > 0 {
 				p = p.DeepCopy()
 				clearNamespaceSelector(p.Spec.MatchConstraints)
-				r.mutating = append(r.mutating, mutate.NewHook(p, bindings, mutators[p.Name], store(p.Spec.ParamKind)))
+				mutating = append(mutating, mutate.NewHook(p, bindings, mutators[p.Name], store(p.Spec.ParamKind)))
 			}
 		}
+		r.validating = newIndex(hooks, func(h validate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
+		r.mutating = newIndex(mutating, func(h mutate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		e.routes[g.Route()] = r
 	}
 	return e, nil
+}
+
+// parallel maps f over in on every CPU, keeping the order: compiling is
+// most of a cold start, and policies compile independently (CEL
+// environments are safe for concurrent use).
+func parallel[In, Out any](in []In, f func(In) Out) []Out {
+	out := make([]Out, len(in))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(in)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(in); i = int(next.Add(1)) - 1 {
+				out[i] = f(in[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // BundleID identifies the bundle the engine serves.
@@ -191,7 +231,7 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 		return e.mutate(ctx, r, req)
 	}
 	attrs := validate.NewAttributes(req)
-	res, err := e.dispatcher.Dispatch(ctx, attrs, r.hooks)
+	res, err := e.dispatcher.Dispatch(ctx, attrs, r.validating.candidates(attrs))
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +272,8 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode the object: %w", ErrInternal, err)
 	}
-	res, err := e.mutator.Dispatch(ctx, validate.NewAttributes(req), r.mutating)
+	attrs := validate.NewAttributes(req)
+	res, err := e.mutator.Dispatch(ctx, attrs, r.mutating.candidates(attrs))
 	if err != nil {
 		return nil, err
 	}

@@ -24,20 +24,26 @@ import (
 //     there, and setting it is refused ("may not mutate atomic arrays");
 //     admitfn cannot know, so it replaces. JSONPatch works on anything.
 type typeConverters struct {
-	builtin managedfields.TypeConverter
 	deduced managedfields.TypeConverter
 	known   sync.Map // schema.GroupVersionKind → bool (built in)
 }
 
 var _ patch.TypeConverterManager = (*typeConverters)(nil)
 
+// builtinConverter parses client-go's OpenAPI schema, some 7 MiB of heap
+// and tens of milliseconds: only bundles with mutating policies pay for it
+// (see Warm).
 var builtinConverter = sync.OnceValue(func() managedfields.TypeConverter {
 	return applyconfigurations.NewTypeConverter(scheme.Scheme)
 })
 
 func newTypeConverters() *typeConverters {
-	return &typeConverters{builtin: builtinConverter(), deduced: managedfields.NewDeducedTypeConverter()}
+	return &typeConverters{deduced: managedfields.NewDeducedTypeConverter()}
 }
+
+// Warm parses the built-in schema now rather than on the first mutating
+// review. Engines serving mutating policies call it when they are built.
+func Warm() { builtinConverter() }
 
 // Run implements patch.TypeConverterManager: there is nothing to refresh.
 func (t *typeConverters) Run(context.Context) {}
@@ -45,7 +51,7 @@ func (t *typeConverters) Run(context.Context) {}
 // GetTypeConverter implements patch.TypeConverterManager.
 func (t *typeConverters) GetTypeConverter(gvk schema.GroupVersionKind) managedfields.TypeConverter {
 	if t.isBuiltin(gvk) {
-		return t.builtin
+		return builtinConverter()
 	}
 	return t.deduced
 }
@@ -56,7 +62,7 @@ func (t *typeConverters) isBuiltin(gvk schema.GroupVersionKind) bool {
 	}
 	stub := &unstructured.Unstructured{}
 	stub.SetGroupVersionKind(gvk)
-	_, err := t.builtin.ObjectToTyped(stub)
+	_, err := builtinConverter().ObjectToTyped(stub)
 	t.known.Store(gvk, err == nil)
 	return err == nil
 }

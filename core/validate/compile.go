@@ -6,6 +6,8 @@
 package validate
 
 import (
+	"sync"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -19,25 +21,37 @@ import (
 // kube-apiserver of that version uses.
 type Compiler struct {
 	env *environment.EnvSet
+	// withoutVariables compiles every policy that declares no variables:
+	// it stores none, so they can share it, and its environments (built
+	// for each combination of optional variables) are built once, not for
+	// each policy, which is most of the time and memory compiling takes.
+	withoutVariables func() (*plugincel.CompositedCompiler, error)
 }
 
 // NewCompiler returns a compiler on the base environment kube-apiserver's
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler() *Compiler {
-	return &Compiler{env: environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())}
+	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	return &Compiler{env: env, withoutVariables: sync.OnceValues(func() (*plugincel.CompositedCompiler, error) {
+		return plugincel.NewCompositedCompiler(env)
+	})}
 }
 
 // Compile compiles every expression of p, the way kube-apiserver validates a
 // new policy (environment.NewExpressions: only what a create would accept) and
 // then compiles it for evaluation. All errors are returned, each with its
-// field path.
+// field path. It is safe for concurrent use.
 func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*ExpressionError) {
 	hasParams := p.Spec.ParamKind != nil
 	vars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
 	messageVars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
 	const mode = environment.NewExpressions
 
-	compiler, err := plugincel.NewCompositedCompiler(c.env)
+	newCompiler := func() (*plugincel.CompositedCompiler, error) { return plugincel.NewCompositedCompiler(c.env) }
+	if len(p.Spec.Variables) == 0 {
+		newCompiler = c.withoutVariables
+	}
+	compiler, err := newCompiler()
 	if err != nil {
 		return nil, []*ExpressionError{{Field: "spec", Err: err}}
 	}
@@ -54,8 +68,10 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
 	}
 
+	var conditions []*condition
 	compileAll := func(accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
 		cond := &condition{compiler: compiler, results: make([]plugincel.CompilationResult, len(accessors))}
+		conditions = append(conditions, cond)
 		for i, a := range accessors {
 			if a == nil {
 				continue
@@ -97,7 +113,21 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		p.Spec.FailurePolicy,
 		nil,
 	)
+	releaseEnvironments(compiler, conditions)
 	return validator, errs
+}
+
+// releaseEnvironments lets the conditions keep only what evaluation needs of
+// the compiler: its stored variables. Upstream's compiler also holds a CEL
+// environment for each combination of optional variables, eight of them,
+// with their type checkers: more than half of a compiled policy's memory,
+// used only to compile.
+func releaseEnvironments(compiler *plugincel.CompositedCompiler, conditions []*condition) {
+	kept := *compiler
+	kept.Compiler, kept.ConditionCompiler, kept.MutatingCompiler = nil, nil, nil
+	for _, c := range conditions {
+		c.compiler = &kept
+	}
 }
 
 // ExpressionError is a CEL expression that does not compile. Its text is the
