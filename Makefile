@@ -129,8 +129,11 @@ tf-test: ## terraform test (plan-only, mocked providers) for every module: needs
 soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on loopback: 0 errors, p99, RSS flat
 	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)
 
-bench: ## Go benchmarks; read the ratios, not the absolute times
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 $$($(GO) list ./... | grep -v /e2e)
+BENCH_COUNT ?= 1
+bench: ## every Go benchmark, then one line per measure of docs/performance.md: P<n> <ratio> target <op><value> PASS|FAIL
+	@mkdir -p dist
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $$($(GO) list ./... | grep -v /e2e | tr '\n' ' ') | tee dist/bench.txt"
+	@$(GO) run ./hack/benchsum dist/bench.txt
 
 clean:
 	rm -rf $(BIN) dist

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/admitfn/admitfn/core/engine"
@@ -42,6 +43,9 @@ type Config struct {
 	Cases    []Case
 	Clients  int
 	Duration time.Duration
+	// Requests, if set, ends the run once that many reviews have been
+	// answered, if the duration has not ended it first.
+	Requests int
 	// Window is the span at the start and at the end of the run whose
 	// resident memory is compared.
 	Window time.Duration
@@ -62,6 +66,8 @@ type Report struct {
 	RSS []int64
 	// Resident memory at its highest in the first and the last Window.
 	FirstRSS, LastRSS int64
+	// EndRSS is the server's resident memory when the load ended.
+	EndRSS int64
 }
 
 // Flat reports whether the server's resident memory in the last window
@@ -188,11 +194,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	go func() { samplerDone <- sampleRSS(loadCtx, srv.cmd.Process.Pid, cfg.Sample) }()
 
 	start := time.Now()
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		sent atomic.Int64
+	)
 	for w := range cfg.Clients {
 		wg.Go(func() {
 			mine := make([]time.Duration, 0, 1<<14)
 			for n := w; loadCtx.Err() == nil; n++ {
+				if cfg.Requests > 0 && sent.Add(1) > int64(cfg.Requests) {
+					break
+				}
 				i := n % len(cfg.Cases)
 				t0 := time.Now()
 				body, err := post(loadCtx, client, srv.base+cfg.Cases[i].Route, cfg.Cases[i].Body)
@@ -214,6 +226,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	wg.Wait()
 	rep.Elapsed = time.Since(start)
+	rep.EndRSS, _ = RSS(srv.cmd.Process.Pid)
+	cancel()
 	rep.RSS = <-samplerDone
 	if err := srv.alive(); err != nil {
 		fail(err.Error())

@@ -105,3 +105,22 @@ func TestFlat(t *testing.T) {
 		t.Error("a run with an error is OK")
 	}
 }
+
+// A run with a request count stops at exactly that count, well before its
+// duration, and reports the server's memory at the end.
+func TestRequestsEndTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the server")
+	}
+	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 3, Duration: 60 * time.Second, Requests: 250, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != 250 || rep.Errors != 0 || rep.Elapsed >= 30*time.Second || rep.EndRSS <= 0 {
+		t.Errorf("report %+v, want 250 requests without errors, well before the minute, with the server's memory", rep)
+	}
+}

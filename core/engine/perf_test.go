@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"context"
+	"io/fs"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/perf"
+)
+
+// The P1–P3 measures of docs/performance.md. Each benchmark has a subject
+// and a baseline as sub-benchmarks; hack/benchsum divides their times.
+
+var validateRoute = policy.Route{Type: policy.Validating}
+
+func perfEngine(tb testing.TB, fsys fs.FS) *Engine {
+	tb.Helper()
+	e, _, err := Load(fsys, ".", validate.NewCompiler())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+func bundle20(tb testing.TB) *Engine {
+	tb.Helper()
+	fsys, err := perf.Bundle20(perf.RepoRoot())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return perfEngine(tb, fsys)
+}
+
+func benchPod(tb testing.TB) *review.Request {
+	tb.Helper()
+	req, err := review.Decode(perf.PodReview())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return req
+}
+
+// reviewBytes is the whole of a review as a function does it: bytes in,
+// bytes out.
+func reviewBytes(ctx context.Context, e *Engine, body []byte) ([]byte, error) {
+	req, err := review.Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.Review(ctx, validateRoute, req)
+	if err != nil {
+		return nil, err
+	}
+	return review.Encode(req.APIVersion, res.Response)
+}
+
+// The fixtures are what the benchmarks claim: 20 policies, 17 of them
+// evaluated on the Pod, which they allow with one audit annotation; the
+// generated bundle's matching policies are the ones evaluated.
+func TestPerfFixtures(t *testing.T) {
+	e := bundle20(t)
+	if n := len(e.Bundle().Policies); n != 20 {
+		t.Fatalf("bundle has %d policies, want 20", n)
+	}
+	req := benchPod(t)
+	res, err := e.Review(context.Background(), validateRoute, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Upstream's key is "<policy>/<key>"; an answer's keys cannot hold a
+	// slash, and kube-apiserver prefixes them with the webhook's name.
+	const value = "api=IfNotPresent,cache=IfNotPresent,migrate=IfNotPresent"
+	want := map[string]string{"pull-policy-audit.bench.admitfn.io_pull-policies": value}
+	if !res.Response.Allowed || res.Response.Result != nil || len(res.Response.Warnings) != 0 || !equalMaps(res.Response.AuditAnnotations, want) {
+		t.Fatalf("answer %+v, want allowed with audit annotations %v", res.Response, want)
+	}
+	if n := len(e.routes[validateRoute].validating.hooks); n != 20 {
+		t.Fatalf("%d hooks, want 20", n)
+	}
+	upstream := upstreamHooks(t, e)
+	out, err := e.dispatcher.Dispatch(context.Background(), validate.NewAttributes(req), upstream)
+	if err != nil || !out.Allowed || !equalMaps(out.AuditAnnotations, map[string]string{"pull-policy-audit.bench.admitfn.io/pull-policies": value}) {
+		t.Fatalf("upstream evaluation: %+v %v", out, err)
+	}
+
+	wide := perfEngine(t, perf.Generated(1000, 10))
+	if res, err := wide.Review(context.Background(), validateRoute, req); err != nil || !res.Response.Allowed {
+		t.Fatalf("generated bundle: %+v %v", res, err)
+	}
+	// A Pod of 30 containers breaks exactly the ten matching policies.
+	crowded := benchPod(t)
+	containers := crowded.Object.Object["spec"].(map[string]any)["containers"].([]any)
+	for len(containers) < 30 {
+		containers = append(containers, containers[0])
+	}
+	crowded.Object.Object["spec"].(map[string]any)["containers"] = containers
+	res, err = wide.Review(context.Background(), validateRoute, crowded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.FailedPolicies) != 10 || res.FailedPolicies[0] != "generated-0000.bench.admitfn.io" || res.FailedPolicies[9] != "generated-0009.bench.admitfn.io" {
+		t.Fatalf("failed policies %v, want generated-0000 … generated-0009", res.FailedPolicies)
+	}
+	if msg := res.Response.Result.Message; msg != "ValidatingAdmissionPolicy 'generated-0000.bench.admitfn.io' with binding 'generated-0000' denied request: at most 8 containers, found 30" {
+		t.Fatalf("message %q", msg)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkP1Review: a whole review of the ~8 KB Pod against the 20-policy
+// bundle, bytes in → bytes out (admitfn) ÷ decoding that AdmissionReview and
+// encoding an answer with the same codec (floor).
+func BenchmarkP1Review(b *testing.B) {
+	e := bundle20(b)
+	body := perf.PodReview()
+	ctx := context.Background()
+	b.Run("admitfn", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := reviewBytes(ctx, e, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			req, err := review.Decode(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := review.Encode(req.APIVersion, review.Allowed(string(req.UID))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkP2Evaluate: admitfn's evaluation of the decoded Pod against the
+// 20-policy bundle ÷ kube-apiserver's own: the same dispatcher and hooks,
+// each policy compiled by upstream's compilePolicy, whose evaluator converts
+// the request for CEL on every call.
+func BenchmarkP2Evaluate(b *testing.B) {
+	e := bundle20(b)
+	req := benchPod(b)
+	ctx := context.Background()
+	b.Run("admitfn", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Review(ctx, validateRoute, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	hooks := upstreamHooks(b, e)
+	b.Run("upstream", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.dispatcher.Dispatch(ctx, validate.NewAttributes(req), hooks); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkP3Index: a review against 1,000 policies of which 10 match the
+// Pod ÷ against those 10 alone.
+func BenchmarkP3Index(b *testing.B) {
+	req := benchPod(b)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"1000-policies", 1000}, {"10-policies", 10}} {
+		e := perfEngine(b, perf.Generated(c.n, 10))
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.Review(ctx, validateRoute, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// upstreamHooks are e's validating hooks with each policy compiled as
+// kube-apiserver's plugin compiles it (validating.compilePolicy).
+func upstreamHooks(tb testing.TB, e *Engine) []validate.Hook {
+	tb.Helper()
+	env := validate.NewCompiler().EnvSet()
+	var hooks []validate.Hook
+	for _, h := range e.routes[validateRoute].validating.hooks {
+		h.Evaluator = compileUpstream(tb, env, h.Policy)
+		hooks = append(hooks, h)
+	}
+	return hooks
+}
+
+func compileUpstream(tb testing.TB, env *environment.EnvSet, p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
+	compiler, err := plugincel.NewCompositedCompiler(env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, v := range p.Spec.Variables {
+		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, environment.StoredExpressions)
+	}
+	var matcher matchconditions.Matcher
+	if len(p.Spec.MatchConditions) > 0 {
+		accessors := make([]plugincel.ExpressionAccessor, len(p.Spec.MatchConditions))
+		for i := range p.Spec.MatchConditions {
+			accessors[i] = (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
+		}
+		matcher = matchconditions.NewMatcher(compiler.CompileCondition(accessors, vars, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+	validations := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
+	messages := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
+	for i, v := range p.Spec.Validations {
+		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		if v.MessageExpression != "" {
+			messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+		}
+	}
+	annotations := make([]plugincel.ExpressionAccessor, len(p.Spec.AuditAnnotations))
+	for i, a := range p.Spec.AuditAnnotations {
+		annotations[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
+	}
+	return validating.NewValidator(
+		compiler.CompileCondition(validations, vars, environment.StoredExpressions),
+		matcher,
+		compiler.CompileCondition(annotations, vars, environment.StoredExpressions),
+		compiler.CompileCondition(messages, messageVars, environment.StoredExpressions),
+		p.Spec.FailurePolicy,
+		nil,
+	)
+}
