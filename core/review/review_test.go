@@ -3,11 +3,14 @@ package review
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 const validRequest = `{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","namespace":"default","name":"p","userInfo":{"username":"alice"}`
@@ -108,5 +111,51 @@ func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
 	}
 	if _, err := Encode("admission.k8s.io/v2", Allowed("u")); err == nil {
 		t.Error("Encode accepted an unknown version")
+	}
+}
+
+// Both decoding paths give the same request for every review the tests
+// and the benchmarks send; a field name in another case, which
+// encoding/json matches, goes the plain way.
+func TestDecodePathsAgree(t *testing.T) {
+	files, err := filepath.Glob("../../adapters/http/testdata/*.request.json")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("%d golden requests: %v", len(files), err)
+	}
+	files = append(files, "../../policies/reviews/deployment-production.json", "../../internal/perf/testdata/pod-review.json")
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		once, err := decodeOnce(body)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		assertSameRequest(t, f, once, body)
+	}
+
+	body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"Object":{"kind":"Pod"}}}`)
+	if _, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
+		t.Fatalf("decodeOnce with request.Object: %v, want to leave it to the plain path", err)
+	}
+	r, err := Decode(body)
+	if err != nil || r.Object == nil || r.Object.Object["kind"] != "Pod" {
+		t.Fatalf("Decode with request.Object: %+v %v", r, err)
+	}
+}
+
+// assertSameRequest fails unless got is what decodePlain makes of body.
+func assertSameRequest(t *testing.T, name string, got *Request, body []byte) {
+	t.Helper()
+	want, err := decodePlain(body)
+	if err != nil {
+		t.Fatalf("%s: the single-parse path decoded what the plain path refuses (%v)", name, err)
+	}
+	typed := *want.AdmissionRequest
+	typed.Object, typed.OldObject, typed.Options = runtime.RawExtension{}, runtime.RawExtension{}, runtime.RawExtension{}
+	if got.APIVersion != want.APIVersion || !reflect.DeepEqual(*got.AdmissionRequest, typed) ||
+		!reflect.DeepEqual(got.Object, want.Object) || !reflect.DeepEqual(got.OldObject, want.OldObject) || !reflect.DeepEqual(got.Options, want.Options) {
+		t.Fatalf("%s: decoding paths differ:\n once:  %+v\n plain: %+v", name, got, want)
 	}
 }
