@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -117,7 +118,14 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		Interval:         c.Interval,
 		Log:              log,
 		WarnUnmanifested: loc.Remote(),
-		OnLoad:           func(e *engine.Engine) { logGroups(e, log) },
+		OnLoad: func(e *engine.Engine) {
+			logGroups(e, log)
+			// Compiling allocates several times what the engine keeps; give
+			// that back now rather than when the scavenger gets to it, so
+			// the function's resident memory is what serving needs (it is
+			// what a memory-sized Lambda or Cloud Function is judged by).
+			debug.FreeOSMemory()
+		},
 	}
 	if c.Fallback != "" {
 		eng, _, err := engine.Load(os.DirFS(c.Fallback), ".", compiler)
