@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"io/fs"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
@@ -127,6 +130,23 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
+// floor is the least a review can do, written plainly and independent of
+// admitfn's codec so that a faster codec shows in P1: decode the
+// AdmissionReview (typed, and its object as unstructured, as kube-apiserver's
+// CEL sees it) and encode an answer with encoding/json.
+func floor(body []byte) ([]byte, error) {
+	var in admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	var object map[string]any
+	if err := utiljson.Unmarshal(in.Request.Object.Raw, &object); err != nil {
+		return nil, err
+	}
+	out := admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: true}}
+	return json.Marshal(out)
+}
+
 // BenchmarkP1Review: a whole review of the ~8 KB Pod against the 20-policy
 // bundle, bytes in → bytes out (admitfn) ÷ decoding that AdmissionReview and
 // encoding an answer with the same codec (floor).
@@ -147,11 +167,7 @@ func BenchmarkP1Review(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			req, err := review.Decode(body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := review.Encode(req.APIVersion, review.Allowed(string(req.UID))); err != nil {
+			if _, err := floor(body); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,44 @@
+package http
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/soak"
+)
+
+// BenchmarkGoldenReviews: the handler serving the example bundle's golden
+// reviews in turn, logging as the server does (to nowhere): what a review
+// costs the server beyond the network.
+func BenchmarkGoldenReviews(b *testing.B) {
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases, err := soak.ExampleCases("testdata", "../../policies/examples")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := New(eng, zerolog.New(io.Discard))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c := cases[i%len(cases)]
+		i++
+		r := httptest.NewRequest(http.MethodPost, c.Route, bytes.NewReader(c.Body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%s: HTTP %d: %s", c.Name, w.Code, w.Body)
+		}
+	}
+}
