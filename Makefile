@@ -129,10 +129,12 @@ tf-test: ## terraform test (plan-only, mocked providers) for every module: needs
 soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on loopback: 0 errors, p99, RSS flat
 	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)
 
-BENCH_COUNT ?= 1
+BENCH_COUNT ?= 3
 bench: ## every Go benchmark, then one line per measure of docs/performance.md: P<n> <ratio> target <op><value> PASS|FAIL
 	@mkdir -p dist
-	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $$($(GO) list ./... | grep -v /e2e | tr '\n' ' ') | tee dist/bench.txt"
+	@# Packages with benchmarks only, one at a time (-p 1): benchmarks of one
+	@# package must not share the CPUs with another package's tests.
+	bash -o pipefail -c "$(GO) test -p 1 -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u | tr '\n' ' ') | tee dist/bench.txt"
 	@$(GO) run ./hack/benchsum dist/bench.txt
 
 clean:
