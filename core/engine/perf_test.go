@@ -7,12 +7,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
@@ -223,54 +218,14 @@ func BenchmarkP3Index(b *testing.B) {
 }
 
 // upstreamHooks are e's validating hooks with each policy compiled as
-// kube-apiserver's plugin compiles it (validating.compilePolicy).
+// kube-apiserver's plugin compiles it.
 func upstreamHooks(tb testing.TB, e *Engine) []validate.Hook {
 	tb.Helper()
-	env := validate.NewCompiler().EnvSet()
+	c := validate.NewCompiler()
 	var hooks []validate.Hook
 	for _, h := range e.routes[validateRoute].validating.hooks {
-		h.Evaluator = compileUpstream(tb, env, h.Policy)
+		h.Evaluator = c.CompileUpstream(h.Policy)
 		hooks = append(hooks, h)
 	}
 	return hooks
-}
-
-func compileUpstream(tb testing.TB, env *environment.EnvSet, p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
-	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
-	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
-	compiler, err := plugincel.NewCompositedCompiler(env)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, v := range p.Spec.Variables {
-		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, environment.StoredExpressions)
-	}
-	var matcher matchconditions.Matcher
-	if len(p.Spec.MatchConditions) > 0 {
-		accessors := make([]plugincel.ExpressionAccessor, len(p.Spec.MatchConditions))
-		for i := range p.Spec.MatchConditions {
-			accessors[i] = (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
-		}
-		matcher = matchconditions.NewMatcher(compiler.CompileCondition(accessors, vars, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
-	}
-	validations := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
-	messages := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
-	for i, v := range p.Spec.Validations {
-		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
-		if v.MessageExpression != "" {
-			messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
-		}
-	}
-	annotations := make([]plugincel.ExpressionAccessor, len(p.Spec.AuditAnnotations))
-	for i, a := range p.Spec.AuditAnnotations {
-		annotations[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
-	}
-	return validating.NewValidator(
-		compiler.CompileCondition(validations, vars, environment.StoredExpressions),
-		matcher,
-		compiler.CompileCondition(annotations, vars, environment.StoredExpressions),
-		compiler.CompileCondition(messages, messageVars, environment.StoredExpressions),
-		p.Spec.FailurePolicy,
-		nil,
-	)
 }

@@ -82,39 +82,79 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		return cond
 	}
 
+	x := expressionsOf(p)
 	var matcher matchconditions.Matcher
-	if n := len(p.Spec.MatchConditions); n > 0 {
-		accessors := make([]plugincel.ExpressionAccessor, n)
-		for i := range p.Spec.MatchConditions {
-			accessors[i] = (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
-		}
-		cond := compileAll(accessors, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
+	if len(x.matchConditions) > 0 {
+		cond := compileAll(x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
 		matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
-
-	validations := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
-	messages := make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
-	for i, v := range p.Spec.Validations {
-		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
-		if v.MessageExpression != "" {
-			messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
-		}
-	}
-	annotations := make([]plugincel.ExpressionAccessor, len(p.Spec.AuditAnnotations))
-	for i, a := range p.Spec.AuditAnnotations {
-		annotations[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
-	}
-
 	validator := validating.NewValidator(
-		compileAll(validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
+		compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
 		matcher,
-		compileAll(annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
-		compileAll(messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
+		compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
+		compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
 		p.Spec.FailurePolicy,
 		nil,
 	)
 	releaseEnvironments(compiler, conditions)
 	return validator, errs
+}
+
+// expressions are a policy's CEL expressions as upstream's compilers take
+// them; a validation without messageExpression has a nil message.
+type expressions struct {
+	matchConditions, validations, messages, annotations []plugincel.ExpressionAccessor
+}
+
+func expressionsOf(p *admissionregistrationv1.ValidatingAdmissionPolicy) expressions {
+	var x expressions
+	for i := range p.Spec.MatchConditions {
+		x.matchConditions = append(x.matchConditions, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
+	}
+	x.validations = make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
+	x.messages = make([]plugincel.ExpressionAccessor, len(p.Spec.Validations))
+	for i, v := range p.Spec.Validations {
+		x.validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		if v.MessageExpression != "" {
+			x.messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+		}
+	}
+	x.annotations = make([]plugincel.ExpressionAccessor, len(p.Spec.AuditAnnotations))
+	for i, a := range p.Spec.AuditAnnotations {
+		x.annotations[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
+	}
+	return x
+}
+
+// CompileUpstream compiles p exactly as kube-apiserver's
+// ValidatingAdmissionPolicy plugin does (validating.compilePolicy): its own
+// compiler per policy and its condition evaluator, which converts the
+// request for CEL on every call. It is the baseline admitfn's evaluation is
+// measured against (make bench, P2); compile errors are in the validator.
+func (c *Compiler) CompileUpstream(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
+	const mode = environment.StoredExpressions
+	compiler, err := plugincel.NewCompositedCompiler(c.env)
+	if err != nil {
+		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
+	}
+	for _, v := range p.Spec.Variables {
+		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
+	}
+	x := expressionsOf(p)
+	var matcher matchconditions.Matcher
+	if len(x.matchConditions) > 0 {
+		matcher = matchconditions.NewMatcher(compiler.CompileCondition(x.matchConditions, vars, mode), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+	return validating.NewValidator(
+		compiler.CompileCondition(x.validations, vars, mode),
+		matcher,
+		compiler.CompileCondition(x.annotations, vars, mode),
+		compiler.CompileCondition(x.messages, messageVars, mode),
+		p.Spec.FailurePolicy,
+		nil,
+	)
 }
 
 // releaseEnvironments lets the conditions keep only what evaluation needs of
