@@ -106,6 +106,7 @@ func newLogger(getenv func(string) string, w io.Writer) (zerolog.Logger, error) 
 	if err != nil {
 		return zerolog.Logger{}, err
 	}
+	logging.QuietLibraries()
 	zerolog.TimestampFieldName = "timestamp"
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil

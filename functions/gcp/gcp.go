@@ -105,6 +105,7 @@ func newLogger(level string, w io.Writer) (zerolog.Logger, error) {
 	}
 	zerolog.LevelFieldName = "severity"
 	zerolog.LevelFieldMarshalFunc = severity
+	logging.QuietLibraries()
 	zerolog.TimestampFieldName = "time"
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil

@@ -109,6 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	logging.QuietLibraries()
 	level, err := logging.Level(cfg.logLevel)
 	if err != nil {
 		return err

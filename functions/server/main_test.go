@@ -269,3 +269,89 @@ func TestDeadlineBoundsASlowReview(t *testing.T) {
 		t.Errorf("timeout not logged:\n%s", logs)
 	}
 }
+
+// Two policies failing under Audit in one review make kube-apiserver's
+// dispatcher warn through klog, quoting both failures' messages, which here
+// quote a Secret's value. The built server's stderr holds its own review
+// line naming the policies, and nothing of the Secret.
+func TestLibraryLogsStayQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	const secret = "aHVudGVyMi1kby1ub3QtbG9n" // the Secret's data.password
+	dir := t.TempDir()
+	var bundle strings.Builder
+	for _, name := range []string{"audit-one", "audit-two"} {
+		bundle.WriteString(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}]
+  validations:
+  - expression: "false"
+    messageExpression: "'password is ' + object.data.password"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec: {policyName: ` + name + `, validationActions: [Audit]}
+---
+`)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "audit.yaml"), []byte(bundle.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "server")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", dir)
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var addr string
+	for deadline := time.Now().Add(30 * time.Second); addr == ""; time.Sleep(50 * time.Millisecond) {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var l struct{ Message, Addr string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Message == "serving" {
+				addr = l.Addr
+			}
+		}
+		if time.Now().After(deadline) || strings.Contains(stderr.String(), "admitfn server:") {
+			t.Fatalf("not serving:\n%s", stderr)
+		}
+	}
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1",
+		"kind":{"group":"","version":"v1","kind":"Secret"},"resource":{"group":"","version":"v1","resource":"secrets"},
+		"name":"db","namespace":"shop","operation":"CREATE","userInfo":{"username":"alice"},
+		"object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db","namespace":"shop"},"data":{"password":"` + secret + `"}}}}`
+	resp, err := http.Post("http://"+addr+"/validate", "application/json", strings.NewReader(review))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"allowed":true`) || !strings.Contains(string(body), secret) {
+		// The audit annotation carries the message to the apiserver's
+		// audit log, as upstream's does: the answer is where it belongs.
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), `"failed_policies":["audit-one","audit-two"]`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no review line naming both policies:\n%s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(stderr.String(), secret) {
+		t.Fatalf("the server's stderr holds the Secret's value:\n%s", stderr)
+	}
+}
