@@ -84,8 +84,22 @@ func Bundle20(root string) (fstest.MapFS, error) {
 	return fsys, nil
 }
 
-// RepoRoot is the repository this package was built from.
+// RepoRoot is the repository the caller runs in (tests run in their
+// package's directory): the nearest directory above the working directory
+// holding policies/library, else the one this package was built from.
 func RepoRoot() string {
+	if dir, err := os.Getwd(); err == nil {
+		for {
+			if fi, err := os.Stat(filepath.Join(dir, "policies", "library")); err == nil && fi.IsDir() {
+				return dir
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
