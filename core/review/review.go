@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	kjson "sigs.k8s.io/json"
 )
 
 // The AdmissionReview versions kube-apiserver sends.
@@ -58,7 +59,8 @@ func malformed(format string, args ...any) error {
 // and only the small rest of the review (its metadata, without the objects)
 // is re-encoded to fill the typed request. Whatever that path does not take
 // as written (a syntax error, a type mismatch, a field name in another case,
-// which encoding/json would match) is decoded again by the plain path,
+// which encoding/json would match, a key given twice) is decoded again by the
+// plain path,
 // whose errors are the ones users see.
 func Decode(body []byte) (*Request, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -84,7 +86,10 @@ var errTryPlain = errors.New("decode the plain way")
 // decodeOnce is Decode's single-parse path.
 func decodeOnce(body []byte) (*Request, error) {
 	var doc map[string]any
-	if err := utiljson.Unmarshal(body, &doc); err != nil {
+	// As util/json parses (integers stay int64), telling of any key given
+	// twice in an object: encoding/json would merge two objects given for
+	// one field of the typed request, where the map keeps the last.
+	if dup, err := kjson.UnmarshalStrict(body, &doc, kjson.DisallowDuplicateFields); err != nil || len(dup) > 0 {
 		return nil, errTryPlain
 	}
 	req, ok := doc["request"].(map[string]any)

@@ -143,6 +143,15 @@ func TestDecodePathsAgree(t *testing.T) {
 	if err != nil || r.Object == nil || r.Object.Object["kind"] != "Pod" {
 		t.Fatalf("Decode with request.Object: %+v %v", r, err)
 	}
+
+	// encoding/json merges the two userInfo objects into one struct.
+	body = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"userInfo":{"uid":"u-9"}}}`)
+	if _, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
+		t.Fatalf("decodeOnce with userInfo twice: %v, want to leave it to the plain path", err)
+	}
+	if r, err := Decode(body); err != nil || r.UserInfo.Username != "alice" || r.UserInfo.UID != "u-9" {
+		t.Fatalf("Decode with userInfo twice: %+v %v", r, err)
+	}
 }
 
 // assertSameRequest fails unless got is what decodePlain makes of body.
