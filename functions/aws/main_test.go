@@ -148,7 +148,7 @@ func TestColdStartThenInvocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer api.Close()
-	fn := start(t, bootstrap, api, examples(t))
+	fn := start(t, bootstrap, api, examples(t), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512")
 
 	var ids []string
 	for _, name := range []string{"function-url-warn", "function-url-deny", "http-api-stage-mutate", "rest-api-allow-v1beta1", "function-url-bad-base64", "function-url-warn"} {
@@ -202,7 +202,8 @@ func TestColdStartThenInvocations(t *testing.T) {
 		switch m["message"] {
 		case "ready":
 			ready++
-			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) {
+			// 512 MB configured: the Go runtime's soft limit at nine tenths.
+			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) {
 				t.Errorf("ready line: %s", line)
 			}
 		case "review":
@@ -395,5 +396,25 @@ func TestDeploymentPackage(t *testing.T) {
 	}
 	if _, ok := settings["vcs.revision"]; ok {
 		t.Error("the bootstrap carries a VCS stamp: builds of one source at two commits would differ")
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		env   map[string]string
+		limit int64
+		ok    bool
+	}{
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, 128 << 20 / 10 * 9, true},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}, 10240 << 20 / 10 * 9, true},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1769", "GOMEMLIMIT": "1GiB"}, 0, false},
+		{map[string]string{}, 0, false},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "-1"}, 0, false},
+	} {
+		limit, ok := memoryLimit(func(k string) string { return c.env[k] })
+		if limit != c.limit || ok != c.ok {
+			t.Errorf("%v: %d %v, want %d %v", c.env, limit, ok, c.limit, c.ok)
+		}
 	}
 }
