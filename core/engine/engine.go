@@ -14,9 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -33,6 +30,7 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/parallel"
 )
 
 // Errors a caller must answer with a failed call (an HTTP error status), so
@@ -102,8 +100,10 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		evaluator E
 		errs      []*validate.ExpressionError
 	}
+	// Policies compile independently, on every CPU (CEL environments are
+	// safe for concurrent use): compiling is most of a cold start.
 	validators := map[string]validating.Validator{}
-	for i, r := range parallel(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) compiled[validating.Validator] {
+	for i, r := range parallel.Map(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) compiled[validating.Validator] {
 		v, fieldErrs := c.Compile(p)
 		return compiled[validating.Validator]{v, fieldErrs}
 	}) {
@@ -114,7 +114,7 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		validators[p.Name] = r.evaluator
 	}
 	mutators := map[string]mutating.PolicyEvaluator{}
-	for i, r := range parallel(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) compiled[mutating.PolicyEvaluator] {
+	for i, r := range parallel.Map(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) compiled[mutating.PolicyEvaluator] {
 		m, fieldErrs := mutate.Compile(c.EnvSet(), p)
 		return compiled[mutating.PolicyEvaluator]{m, fieldErrs}
 	}) {
@@ -188,24 +188,6 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		e.routes[g.Route()] = r
 	}
 	return e, nil
-}
-
-// parallel maps f over in on every CPU, keeping the order: compiling is
-// most of a cold start, and policies compile independently (CEL
-// environments are safe for concurrent use).
-func parallel[In, Out any](in []In, f func(In) Out) []Out {
-	out := make([]Out, len(in))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(in)) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(in); i = int(next.Add(1)) - 1 {
-				out[i] = f(in[i])
-			}
-		})
-	}
-	wg.Wait()
-	return out
 }
 
 // BundleID identifies the bundle the engine serves.
