@@ -39,7 +39,7 @@ const maxIndexKeys = 4096
 type indexKey struct {
 	group, version, resource, subresource string
 	operation                             admission.Operation
-	namespaced, namespaceObject           bool
+	namespaced                            bool
 }
 
 func newIndex[H any](hooks []H, constraints func(H) *admissionregistrationv1.MatchResources) *index[H] {
@@ -58,7 +58,6 @@ func (x *index[H]) candidates(a admission.Attributes) []H {
 	k := indexKey{
 		group: gvr.Group, version: gvr.Version, resource: gvr.Resource, subresource: a.GetSubresource(),
 		operation: a.GetOperation(), namespaced: a.GetNamespace() != "",
-		namespaceObject: gvr.Group == "" && gvr.Resource == "namespaces",
 	}
 	x.mu.RLock()
 	c, ok := x.cache[k]

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -201,16 +203,44 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// serverBinary builds the server once for the package's tests.
+func serverBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "admitfn-server-test-"); buildErr != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "server"), ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "server")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // The built binary: SIGTERM shuts it down cleanly (exit 0); a bad bundle
 // makes it exit 1 with the load errors on stderr.
 func TestProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "server")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := serverBinary(t)
 
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", examples)
 	stderr := &syncbuf.Buffer{}
@@ -303,10 +333,7 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 	if err := os.WriteFile(filepath.Join(dir, "audit.yaml"), []byte(bundle.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "server")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := serverBinary(t)
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", dir)
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
