@@ -196,10 +196,10 @@ data: {max: "1"}
 
 	// Relabel the namespace: kube-apiserver now routes it to the prod group.
 	namespace(t, "e2e-team", map[string]string{"env": "prod"})
-	expect(t, "relabelled to prod: 3 passes", create("e2e-team", "a", 3), outcome{allowed: true})
+	expectSoon(t, "relabelled to prod: 3 passes", func() outcome { return create("e2e-team", "a", 3) }, outcome{allowed: true})
 	expect(t, "params by selector: every param must pass", create("e2e-team", "a", 9), outcome{code: 422, message: prefix + "'prod-by-selector' denied request: at most 8 replicas (prod-floor)"})
 	namespace(t, "e2e-team", map[string]string{"env": "none"})
-	expect(t, "no binding for the namespace", create("e2e-team", "a", 100), outcome{allowed: true})
+	expectSoon(t, "no binding for the namespace", func() outcome { return create("e2e-team", "a", 100) }, outcome{allowed: true})
 
 	expect(t, "param in the request namespace", create("e2e-local", "a", 2), outcome{code: 422, message: prefix + "'own-namespace' denied request: at most 1 replicas (local-limit)"})
 	expect(t, "parameterNotFoundAction Deny", create("e2e-elsewhere", "a", 1), outcome{code: 422, message: prefix + "'own-namespace' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"})

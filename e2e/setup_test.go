@@ -260,6 +260,20 @@ func expect(t *testing.T, what string, got, want outcome) {
 	}
 }
 
+// expectSoon is expect for the first request after a namespace's labels
+// change: kube-apiserver matches webhooks' namespaceSelectors against its
+// own namespace cache, which learns of the change a moment later, so the
+// request is repeated (every 100ms, for up to 10s) until the answer is the
+// one wanted, and the last answer is what a failure reports.
+func expectSoon(t *testing.T, what string, do func() outcome, want outcome) {
+	t.Helper()
+	got := do()
+	for deadline := time.Now().Add(10 * time.Second); !reflect.DeepEqual(got, want) && time.Now().Before(deadline); got = do() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	expect(t, what, got, want)
+}
+
 // impersonate returns a client acting as user in groups.
 func impersonate(t *testing.T, user string, groups ...string) *kubernetes.Clientset {
 	t.Helper()
