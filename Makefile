@@ -9,15 +9,16 @@ BIN      := bin
 # The end-to-end suite runs this kube-apiserver, built once from the
 # k8s.io/kubernetes module (hack/tools/kube-apiserver) and cached outside the
 # work tree so fresh clones on the same machine reuse it.
-KUBE_VERSION   := v1.36.3
+KUBE_VERSION   := v1.37.2
+KUBE_MINOR     := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 TOOLS_DIR      ?= $(abspath $(shell $(GO) env GOCACHE)/../admitfn-tools)
 KUBE_APISERVER ?= $(TOOLS_DIR)/kube-apiserver-$(KUBE_VERSION)
 KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
-	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
+	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
 # The object stores the storage tests read bundles from, run as real servers:
 # versitygw (S3) and fake-gcs-server (GCS), installed once per version.
 VERSITYGW_VERSION      := v1.8.0

@@ -252,6 +252,11 @@ func TestDecisions(t *testing.T) {
 		{name: "Warn and Audit", policy: deploymentsRule + "validations: [{expression: 'true'}, {expression: 'object.spec.replicas < 2', message: too many}]", binding: "validationActions: [Warn, Audit]",
 			want: want{allowed: true, warnings: []string{"Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': too many"},
 				annotations: map[string]string{"validation_failure": `[{"message":"too many","policy":"p","binding":"b","expressionIndex":1,"validationActions":["Warn","Audit"]}]`}}},
+		// Kubernetes 1.37 publishes every failure of a review in one
+		// annotation (up to 50); 1.36 kept only the first.
+		{name: "Audit of two failures: one annotation listing both", policy: deploymentsRule + "validations: [{expression: 'false', message: first}, {expression: 'true'}, {expression: 'false', message: second}]", binding: "validationActions: [Audit]",
+			want: want{allowed: true,
+				annotations: map[string]string{"validation_failure": `[{"message":"first","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]},{"message":"second","policy":"p","binding":"b","expressionIndex":2,"validationActions":["Audit"]}]`}}},
 		{name: "Deny and Audit", policy: deploymentsRule + "validations: [{expression: 'false', message: nope}]", binding: "validationActions: [Deny, Audit]",
 			want: want{code: 422, reason: "Invalid", message: denyMsg + "nope",
 				annotations: map[string]string{"validation_failure": `[{"message":"nope","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Deny","Audit"]}]`}}},

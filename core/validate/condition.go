@@ -4,24 +4,22 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"reflect"
 	"time"
 
 	"github.com/google/cel-go/interpreter"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
 )
 
 // condition is a plugincel.ConditionEvaluator over programs compiled by
 // kube-apiserver's own compiler. It differs from upstream's in one way only:
 // the CEL value of `request` (and of namespaceObject) is built once per
 // review and shared by every policy, binding and param, instead of being
-// converted by reflection on every call. Budget accounting and error texts
+// wrapped anew on every call. Budget accounting and error texts
 // are upstream's (k8s.io/apiserver/pkg/admission/plugin/cel/activation.go).
 type condition struct {
 	compiler *plugincel.CompositedCompiler
@@ -31,6 +29,9 @@ type condition struct {
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
 
 func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, runtimeCELCostBudget int64) ([]plugincel.EvaluationResult, int64, error) {
+	if len(c.results) == 0 {
+		return []plugincel.EvaluationResult{}, runtimeCELCostBudget, nil
+	}
 	// Past the review's deadline nothing more is evaluated: the caller has
 	// stopped waiting and the review answers with an error whatever the
 	// policies would say (see the engine).
@@ -106,14 +107,16 @@ func (a *activation) Parent() interpreter.Activation { return nil }
 func newActivation(versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace) (*activation, error) {
 	var err error
 	act := &activation{}
-	if act.object, err = resolveVal(versionedAttr.VersionedObject); err != nil {
-		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
-	}
-	if act.oldObject, err = resolveVal(versionedAttr.VersionedOldObject); err != nil {
+	// The versioned objects keep their CEL values, so every policy and
+	// binding of the review shares one conversion (upstream does the same).
+	if act.oldObject, err = versionedAttr.VersionedOldObject.CELValue(); err != nil {
 		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
 	}
-	if act.params, err = resolveVal(inputs.VersionedParams); err != nil {
-		return nil, fmt.Errorf("failed to prepare params variable for evaluation: %w", err)
+	if act.object, err = versionedAttr.VersionedObject.CELValue(); err != nil {
+		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
+	}
+	if inputs.VersionedParams != nil {
+		act.params = celcommon.SchemalessTypedToVal(inputs.VersionedParams)
 	}
 	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
 		act.request = attrs.celRequest()
@@ -123,27 +126,9 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 		return act, nil
 	}
 	// Attributes from elsewhere: convert per call, as upstream does.
-	req, err := runtime.DefaultUnstructuredConverter.ToUnstructured(request)
-	if err != nil {
-		return nil, fmt.Errorf("failed to prepare request variable for evaluation: %w", err)
-	}
-	act.request = req
-	if act.namespace, err = resolveVal(plugincel.CreateNamespaceObject(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
-	}
+	act.request = celcommon.SchemalessTypedToVal(request)
+	act.namespace = celcommon.SchemalessTypedToVal(namespace)
 	return act, nil
-}
-
-// resolveVal is upstream's objectToResolveVal; for the unstructured objects
-// admitfn decodes it is free.
-func resolveVal(obj runtime.Object) (any, error) {
-	if obj == nil || reflect.ValueOf(obj).IsNil() {
-		return nil, nil
-	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u.Object, nil
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }
 
 // evaluate mirrors upstream's evaluationActivation.Evaluate exactly: the same

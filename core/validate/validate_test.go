@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,12 +71,12 @@ func TestSharedRequestValueMatchesUpstreamConversion(t *testing.T) {
 
 	// And the fallback path, for attributes admitfn did not build, converts
 	// per call exactly like upstream.
-	plain := &admission.VersionedAttributes{Attributes: attrs.Attributes, VersionedKind: attrs.GetKind(), VersionedObject: req.Object, VersionedOldObject: req.OldObject}
+	plain := &admission.VersionedAttributes{Attributes: attrs.Attributes, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
 	act, err := newActivation(plain, upstreamReq, plugincel.OptionalVariableBindings{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(act.request, want) || act.namespace != nil {
+	if got, ok := act.request.(ref.Val); !ok || got.Equal(types.DefaultTypeAdapter.NativeToValue(want)) != types.True || act.namespace != types.NullValue {
 		t.Errorf("fallback activation: request %v, namespace %v", act.request, act.namespace)
 	}
 }
@@ -84,7 +86,7 @@ func TestSharedRequestValueMatchesUpstreamConversion(t *testing.T) {
 func TestRequestVariables(t *testing.T) {
 	req := decode(t)
 	attrs := NewAttributes(req)
-	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: req.Object, VersionedOldObject: req.OldObject}
+	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
 	exprs := map[string]string{
 		"request.kind.group":                                     "autoscaling",
 		"request.resource.version":                               "v1",
