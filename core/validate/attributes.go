@@ -3,6 +3,7 @@ package validate
 import (
 	"fmt"
 
+	"github.com/google/cel-go/common/types/ref"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +11,7 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
 
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -17,13 +19,14 @@ import (
 // Attributes is one review's admission.Attributes. Besides what upstream's
 // record holds, it builds the CEL `request` value once and collects the audit
 // annotations upstream's dispatcher publishes. A review runs on one
-// goroutine, so no locking is needed.
+// goroutine, so no locking is needed (nor in the CEL values, which cache the
+// fields they have converted).
 type Attributes struct {
 	admission.Attributes
 	req *review.Request
 
-	request       map[string]any
-	namespace     map[string]any
+	request       ref.Val
+	namespace     ref.Val
 	namespaceName string
 	annotations   map[string]string
 	keys          []string
@@ -55,10 +58,12 @@ func NewAttributes(req *review.Request) *Attributes {
 }
 
 // celRequest is the CEL `request` variable, built as upstream builds it
-// (plugincel.CreateAdmissionRequest), once per review. kube-apiserver has
-// already resolved the equivalent kind for the webhook, so the request's
+// (plugincel.CreateAdmissionRequest, wrapped by celcommon.SchemalessTypedToVal,
+// which converts a field when an expression first reads it), once per
+// review: every policy shares the fields already converted. kube-apiserver
+// has already resolved the equivalent kind for the webhook, so the request's
 // requestKind/requestResource are the originals it received.
-func (a *Attributes) celRequest() map[string]any {
+func (a *Attributes) celRequest() ref.Val {
 	if a.request != nil {
 		return a.request
 	}
@@ -72,28 +77,18 @@ func (a *Attributes) celRequest() map[string]any {
 	if a.req.RequestSubResource != "" {
 		r.RequestSubResource = a.req.RequestSubResource
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
-	if err != nil {
-		// A typed AdmissionRequest always converts; keep the variable null
-		// rather than panicking if that ever changes.
-		return nil
-	}
-	a.request = m
-	return m
+	a.request = celcommon.SchemalessTypedToVal(r)
+	return a.request
 }
 
 // celNamespace is the CEL `namespaceObject`. The function cannot read the
 // cluster, so the only namespace it knows is the one named by the request.
-func (a *Attributes) celNamespace(ns *corev1.Namespace) map[string]any {
+func (a *Attributes) celNamespace(ns *corev1.Namespace) ref.Val {
 	if a.namespace != nil && a.namespaceName == ns.Name {
 		return a.namespace
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(plugincel.CreateNamespaceObject(ns))
-	if err != nil {
-		return nil
-	}
-	a.namespace, a.namespaceName = m, ns.Name
-	return m
+	a.namespace, a.namespaceName = celcommon.SchemalessTypedToVal(plugincel.CreateNamespaceObject(ns)), ns.Name
+	return a.namespace
 }
 
 // AddAnnotation records an audit annotation with upstream's rule: a key once

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
 
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -46,27 +47,35 @@ func decode(t *testing.T) *review.Request {
 	return r
 }
 
-// The shared `request` value is what upstream converts on every call, built
-// once: same map, and the same map object on every use within a review.
+// The shared `request` value is the one upstream builds on every call,
+// built once: equal to upstream's, and the same value on every use within a
+// review, so what one policy converted the next one reuses.
 func TestSharedRequestValueMatchesUpstreamConversion(t *testing.T) {
 	req := decode(t)
 	attrs := NewAttributes(req)
 	shared := attrs.celRequest()
-	if reflect.ValueOf(attrs.celRequest()).Pointer() != reflect.ValueOf(shared).Pointer() {
+	if attrs.celRequest() != shared {
 		t.Error("request value rebuilt within one review")
 	}
 
 	// Upstream: a plain attributes record, CreateAdmissionRequest per call,
-	// converted by reflection; requestKind/requestResource come from the
-	// original request kube-apiserver received.
+	// wrapped for CEL; requestKind/requestResource come from the original
+	// request kube-apiserver received.
 	upstreamReq := plugincel.CreateAdmissionRequest(attrs.Attributes, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
 	upstreamReq.RequestResource = &metav1.GroupVersionResource{Group: "apps", Version: "v1beta2", Resource: "deployments"}
+	if got := shared.Equal(celcommon.SchemalessTypedToVal(upstreamReq)); got != types.True {
+		t.Errorf("shared request value %v differs from upstream's %v", shared.Value(), upstreamReq)
+	}
+	// The same, as the unstructured map kube-apiserver 1.36 converted it to.
 	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(upstreamReq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(shared, want) {
-		t.Errorf("shared request value\n got %v\nwant %v", shared, want)
+	if got := shared.Equal(types.DefaultTypeAdapter.NativeToValue(want)); got != types.True {
+		t.Errorf("shared request value %v differs from %v", shared.Value(), want)
+	}
+	if ns := (&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}); attrs.celNamespace(ns) != attrs.celNamespace(ns) {
+		t.Error("namespaceObject value rebuilt within one review")
 	}
 
 	// And the fallback path, for attributes admitfn did not build, converts
@@ -76,7 +85,7 @@ func TestSharedRequestValueMatchesUpstreamConversion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := act.request.(ref.Val); !ok || got.Equal(types.DefaultTypeAdapter.NativeToValue(want)) != types.True || act.namespace != types.NullValue {
+	if got, ok := act.request.(ref.Val); !ok || got.Equal(shared) != types.True || act.namespace != types.NullValue {
 		t.Errorf("fallback activation: request %v, namespace %v", act.request, act.namespace)
 	}
 }
