@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,35 @@ func TestConfigFromEnv(t *testing.T) {
 		if _, err := ConfigFromEnv(func(name string) string { return map[string]string{k: v}[name] }, "x"); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", value, err, want)
 		}
+	}
+}
+
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// The first load collects rarely; whatever GOGC was is back afterwards.
+func TestCollectRarelyWhileLoading(t *testing.T) {
+	defer debug.SetGCPercent(gcPercent())
+	for _, c := range []struct{ before, during int }{{100, 400}, {50, 400}, {400, 400}, {800, 800}, {-1, -1}} {
+		debug.SetGCPercent(c.before)
+		restore := collectRarely()
+		if got := gcPercent(); got != c.during {
+			t.Errorf("GOGC %d: %d while loading, want %d", c.before, got, c.during)
+		}
+		restore()
+		if got := gcPercent(); got != c.before {
+			t.Errorf("GOGC %d: %d after loading", c.before, got)
+		}
+	}
+	debug.SetGCPercent(70)
+	if _, err := Start(context.Background(), Config{Policies: "../../../policies/examples"}, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != 70 {
+		t.Errorf("GOGC %d after Start, want 70", got)
 	}
 }
 
