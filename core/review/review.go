@@ -55,77 +55,63 @@ func malformed(format string, args ...any) error {
 
 // Decode parses an AdmissionReview body. Every error wraps ErrMalformed.
 //
-// A large body is parsed once: objects become the unstructured maps CEL reads,
-// and only the small rest of the review (its metadata, without the objects)
-// is re-encoded to fill the typed request. Whatever that path does not take
-// as written (a syntax error, a type mismatch, a field name in another case,
-// which encoding/json would match, a key given twice) is decoded again by the
-// plain path,
-// whose errors are the ones users see.
+// A body is parsed once: the typed request and its objects (as the
+// unstructured maps CEL reads) in one pass, by util/json's case-sensitive
+// decoder. Whatever that pass does not take exactly as written (a syntax
+// error, a type mismatch, a field name in another case, which encoding/json
+// would match, an unknown field, a key given twice) is decoded again by the
+// plain path, whose errors are the ones users see.
 func Decode(body []byte) (*Request, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, malformed("empty body")
 	}
-	if len(body) >= onceFrom {
-		if r, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
-			return r, err
-		}
+	if r, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
+		return r, err
 	}
 	return decodePlain(body)
 }
 
-// onceFrom is the body size from which parsing once pays: re-encoding the
-// metadata costs about what scanning 2–3 KB of object twice does (measured
-// on the golden reviews and the 8 KB Pod of the benchmarks, where it saves
-// a third of the decoding).
-const onceFrom = 3 << 10
-
 // errTryPlain: decodeOnce leaves the body to decodePlain.
 var errTryPlain = errors.New("decode the plain way")
 
-// decodeOnce is Decode's single-parse path.
+// onceEnvelope is the wire shape decodeOnce reads: the request's objects go
+// straight to maps, in place of the typed request's raw bytes.
+type onceEnvelope struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Request    *onceRequest `json:"request"`
+}
+
+type onceRequest struct {
+	admissionv1.AdmissionRequest
+	Object    map[string]any `json:"object"`
+	OldObject map[string]any `json:"oldObject"`
+	Options   map[string]any `json:"options"`
+}
+
+// decodeOnce is Decode's single-parse path. It decodes as util/json does
+// (integers stay int64, field names match only in their own case) and
+// strictly: a key given twice (encoding/json would merge two objects given
+// for one field, where a map keeps the last) or a field the types do not
+// have (it may be one in another case) leaves the body to the plain path.
 func decodeOnce(body []byte) (*Request, error) {
-	var doc map[string]any
-	// As util/json parses (integers stay int64), telling of any key given
-	// twice in an object: encoding/json would merge two objects given for
-	// one field of the typed request, where the map keeps the last.
-	if dup, err := kjson.UnmarshalStrict(body, &doc, kjson.DisallowDuplicateFields); err != nil || len(dup) > 0 {
+	var env onceEnvelope
+	if strict, err := kjson.UnmarshalStrict(body, &env); err != nil || len(strict) > 0 || env.Request == nil {
 		return nil, errTryPlain
 	}
-	req, ok := doc["request"].(map[string]any)
-	if !ok {
-		return nil, errTryPlain
-	}
-	r := &Request{}
-	objects := []struct {
-		key string
-		dst **unstructured.Unstructured
-	}{{"object", &r.Object}, {"oldObject", &r.OldObject}, {"options", &r.Options}}
-	for _, o := range objects {
-		v, present := req[o.key]
-		if !present || v == nil {
-			continue
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, errTryPlain
-		}
-		*o.dst = &unstructured.Unstructured{Object: m}
-		delete(req, o.key)
-	}
-	rest, err := json.Marshal(doc)
-	if err != nil {
-		return nil, errTryPlain
-	}
-	var env envelope
-	if err := json.Unmarshal(rest, &env); err != nil || env.Request == nil ||
-		len(env.Request.Object.Raw) > 0 || len(env.Request.OldObject.Raw) > 0 || len(env.Request.Options.Raw) > 0 {
-		return nil, errTryPlain
-	}
-	if err := env.check(); err != nil {
+	typed := envelope{APIVersion: env.APIVersion, Kind: env.Kind, Request: &env.Request.AdmissionRequest}
+	if err := typed.check(); err != nil {
 		return nil, err
 	}
-	r.APIVersion, r.AdmissionRequest = env.APIVersion, env.Request
+	r := &Request{APIVersion: env.APIVersion, AdmissionRequest: typed.Request}
+	for _, o := range []struct {
+		m   map[string]any
+		dst **unstructured.Unstructured
+	}{{env.Request.Object, &r.Object}, {env.Request.OldObject, &r.OldObject}, {env.Request.Options, &r.Options}} {
+		if o.m != nil {
+			*o.dst = &unstructured.Unstructured{Object: o.m}
+		}
+	}
 	return r, nil
 }
 

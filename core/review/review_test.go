@@ -144,6 +144,16 @@ func TestDecodePathsAgree(t *testing.T) {
 		t.Fatalf("Decode with request.Object: %+v %v", r, err)
 	}
 
+	// A field admitfn's types do not have (a newer kube-apiserver's) is
+	// ignored, on the plain path.
+	body = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"newField":{"a":1}}}`)
+	if _, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
+		t.Fatalf("decodeOnce with an unknown field: %v, want to leave it to the plain path", err)
+	}
+	if r, err := Decode(body); err != nil || r.UID != "u-1" || r.UserInfo.Username != "alice" {
+		t.Fatalf("Decode with an unknown field: %+v %v", r, err)
+	}
+
 	// encoding/json merges the two userInfo objects into one struct.
 	body = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"userInfo":{"uid":"u-9"}}}`)
 	if _, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
