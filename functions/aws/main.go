@@ -30,8 +30,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +40,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/metrics"
 )
 
@@ -75,9 +74,9 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
-	limit, limited := memoryLimit(getenv)
-	if limited {
-		debug.SetMemoryLimit(limit)
+	limit, err := memlimit.Apply(getenv, memlimit.Lambda(getenv))
+	if err != nil {
+		log.Warn().Err(err).Msg("no soft memory limit")
 	}
 	// Lambda allows 10 s for the whole init phase.
 	cfg.InitTimeout = 5 * time.Second
@@ -95,29 +94,11 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 		policies, bindings := bundle.Counts(eng.Bundle())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
-	if limited {
-		e = e.Int64("memory_limit_mib", limit>>20)
-	}
+	e = limit.Log(e)
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// One CloudWatch Embedded Metric Format line per review.
 	rec := metrics.NewEMF(log, bundle.Metrics(rl))
 	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log), nil
-}
-
-// memoryLimit is the Go runtime's soft memory limit for the function's
-// configured memory: nine tenths of it, so the garbage collector works
-// harder as the heap nears the limit instead of Lambda ending the sandbox
-// (a burst of large reviews, a bundle reload holding two engines). The
-// runtime's own GOMEMLIMIT, when set, is left to rule.
-func memoryLimit(getenv func(string) string) (int64, bool) {
-	if getenv("GOMEMLIMIT") != "" {
-		return 0, false
-	}
-	mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64)
-	if err != nil || mb <= 0 || mb > 1<<20 {
-		return 0, false
-	}
-	return mb << 20 / 10 * 9, true
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

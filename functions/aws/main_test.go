@@ -203,7 +203,7 @@ func TestColdStartThenInvocations(t *testing.T) {
 		case "ready":
 			ready++
 			// 512 MB configured: the Go runtime's soft limit at nine tenths.
-			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) {
+			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) || m["memory_limit_from"] != "lambda" {
 				t.Errorf("ready line: %s", line)
 			}
 		case "review":
@@ -396,25 +396,5 @@ func TestDeploymentPackage(t *testing.T) {
 	}
 	if _, ok := settings["vcs.revision"]; ok {
 		t.Error("the bootstrap carries a VCS stamp: builds of one source at two commits would differ")
-	}
-}
-
-func TestMemoryLimit(t *testing.T) {
-	for _, c := range []struct {
-		env   map[string]string
-		limit int64
-		ok    bool
-	}{
-		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, 128 << 20 / 10 * 9, true},
-		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}, 10240 << 20 / 10 * 9, true},
-		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1769", "GOMEMLIMIT": "1GiB"}, 0, false},
-		{map[string]string{}, 0, false},
-		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
-		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "-1"}, 0, false},
-	} {
-		limit, ok := memoryLimit(func(k string) string { return c.env[k] })
-		if limit != c.limit || ok != c.ok {
-			t.Errorf("%v: %d %v, want %d %v", c.env, limit, ok, c.limit, c.ok)
-		}
 	}
 }

@@ -14,6 +14,8 @@
 //	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
 //	ADMITFN_LOG_LEVEL          debug, info, warn or error (default info)
 //	GOOGLE_CLOUD_PROJECT       the project, to name traces in log lines
+//	GOMEMLIMIT                 the Go runtime's soft memory limit (default: nine
+//	                           tenths of the instance's cgroup memory limit)
 //
 // A bundle in a directory that does not load keeps the instance from
 // starting. A bundle in GCS that cannot be read does not: reviews fail (so
@@ -36,6 +38,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/metrics"
 )
 
@@ -68,6 +71,10 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, err
 	}
+	limit, err := memlimit.Apply(getenv, memlimit.Cgroup())
+	if err != nil {
+		log.Warn().Err(err).Msg("no soft memory limit")
+	}
 	cfg.InitTimeout = 10 * time.Second
 	rl, err := bundle.Start(context.Background(), cfg, log)
 	if err != nil {
@@ -78,6 +85,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 		policies, bindings := bundle.Counts(eng.Bundle())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
+	e = limit.Log(e)
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// Metric fields in a log line per review, for log-based metrics.
 	rec := metrics.NewLogFields(log, bundle.Metrics(rl))

@@ -24,6 +24,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
+	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/metrics/prommetrics"
 	"github.com/admitfn/admitfn/store/anystore"
 )
@@ -116,6 +117,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	limit, err := memlimit.Apply(getenv, memlimit.Cgroup())
+	if err != nil {
+		log.Warn().Err(err).Msg("no soft memory limit")
+	}
 
 	rl, err := bundle.Start(ctx, cfg.bundle, log)
 	if err != nil {
@@ -150,6 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		policies, bindings := bundle.Counts(eng.Bundle())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
+	e = limit.Log(e)
 	e.Msg("serving")
 	go rl.Run(ctx)
 	if scheme == "http" {

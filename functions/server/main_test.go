@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/slowpolicy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
@@ -380,5 +381,48 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 	}
 	if strings.Contains(stderr.String(), secret) {
 		t.Fatalf("the server's stderr holds the Secret's value:\n%s", stderr)
+	}
+}
+
+// In a container with a memory limit (here a cgroup of 256 MiB), the
+// server's soft memory limit is nine tenths of it, and says so; GOMEMLIMIT
+// rules over it.
+func TestMemoryLimitFromTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := serverBinary(t)
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, `"memory_limit_mib":230,"memory_limit_from":"cgroup"`},
+		{[]string{"GOMEMLIMIT=100MiB"}, `"memory_limit_mib":100,"memory_limit_from":"GOMEMLIMIT"`},
+	} {
+		cmd := cgrouptest.Command(t, 256<<20, bin, "-addr", "127.0.0.1:0", "-policies", examples)
+		cmd.Env = append(os.Environ(), c.env...)
+		stderr := &syncbuf.Buffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var serving string
+		for deadline := time.Now().Add(30 * time.Second); serving == ""; time.Sleep(20 * time.Millisecond) {
+			for _, line := range strings.Split(stderr.String(), "\n") {
+				if strings.Contains(line, `"message":"serving"`) {
+					serving = line
+				}
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%v: exit: %v\n%s", c.env, err, stderr)
+		}
+		if !strings.Contains(serving, c.want) {
+			t.Errorf("%v: serving line %q, want it to hold %s\n%s", c.env, serving, c.want, stderr)
+		}
 	}
 }

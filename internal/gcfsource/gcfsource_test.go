@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
@@ -185,8 +186,13 @@ func serve(t *testing.T, dir string, env ...string) (base string, logs *syncbuf.
 
 func serveWith(t *testing.T, bin, dir string, env ...string) (base string, logs *syncbuf.Buffer) {
 	t.Helper()
+	return serveCmd(t, exec.Command(bin), dir, env...)
+}
+
+// serveCmd starts the function's command and waits for it to answer.
+func serveCmd(t *testing.T, cmd *exec.Cmd, dir string, env ...string) (base string, logs *syncbuf.Buffer) {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PORT=" + port, "K_SERVICE=admitfn", "GOOGLE_CLOUD_PROJECT=demo-project"}, env...)
 	logs = &syncbuf.Buffer{}
@@ -312,6 +318,21 @@ func TestFunctionAnswersReviews(t *testing.T) {
 	if reviews != 6 { // the unknown route is answered before a review starts
 		t.Errorf("%d review lines:\n%s", reviews, logs)
 	}
+}
+
+// An instance's soft memory limit is nine tenths of its container's memory
+// (here a cgroup of 512 MiB), given in the ready line.
+func TestMemoryLimitFromTheInstance(t *testing.T) {
+	_, logs := serveCmd(t, cgrouptest.Command(t, 512<<20, fnBin), srcDir, "FUNCTION_TARGET=Admitfn")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"message":"ready"`) {
+			if !strings.Contains(line, `"memory_limit_mib":460,"memory_limit_from":"cgroup"`) {
+				t.Errorf("ready line: %s", line)
+			}
+			return
+		}
+	}
+	t.Errorf("no ready line:\n%s", logs)
 }
 
 func TestLocalRunnerFromTheSource(t *testing.T) {
