@@ -215,6 +215,7 @@ func functions(baseDir string) map[string]function.Function {
 		"length":     stdlib.LengthFunc,
 		"regex":      stdlib.RegexFunc,
 		"startswith": strFn(strings.HasPrefix),
+		"tonumber":   stdlib.MakeToFunc(cty.Number),
 	}
 }
 
@@ -331,6 +332,56 @@ func failedValidations(t *testing.T, dir string, values map[string]cty.Value) ma
 		}
 	}
 	return failed
+}
+
+// locals evaluates dir's locals named by names, in order (each may use the
+// ones before it), with var bound to vars.
+func locals(t *testing.T, dir string, vars map[string]cty.Value, names ...string) map[string]cty.Value {
+	t.Helper()
+	file, diags := hclparse.NewParser().ParseHCLFile(filepath.Join(dir, "main.tf"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	exprs := map[string]hcl.Expression{}
+	for _, block := range file.Body.(*hclsyntax.Body).Blocks {
+		if block.Type == "locals" {
+			for name, attr := range block.Body.Attributes {
+				exprs[name] = attr.Expr
+			}
+		}
+	}
+	out := map[string]cty.Value{}
+	for _, name := range names {
+		expr, ok := exprs[name]
+		if !ok {
+			t.Fatalf("%s: no local %s", dir, name)
+		}
+		ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vars), "local": cty.ObjectVal(out)}, Functions: functions(dir)}
+		v, diags := expr.Value(ctx)
+		if diags.HasErrors() {
+			t.Fatalf("%s: local %s: %v", dir, name, diags)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// The Cloud Function's GOMEMLIMIT is nine tenths of its memory, in whole
+// MiB, for every unit the memory variable accepts.
+func TestGCPFunctionMemoryLimit(t *testing.T) {
+	for memory, want := range map[string]string{
+		"512M":  "439MiB",
+		"512Mi": "460MiB",
+		"1Gi":   "921MiB",
+		"2G":    "1716MiB",
+		"128Mi": "115MiB",
+		"32Gi":  "29491MiB",
+	} {
+		got := locals(t, "modules/gcp-function", map[string]cty.Value{"memory": cty.StringVal(memory)}, "memory_bytes", "gomemlimit")["gomemlimit"]
+		if got.AsString() != want {
+			t.Errorf("memory %s: GOMEMLIMIT %s, want %s", memory, got.AsString(), want)
+		}
+	}
 }
 
 func TestVariableValidations(t *testing.T) {

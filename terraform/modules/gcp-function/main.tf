@@ -10,6 +10,12 @@ locals {
 
   active_token = var.token_rotation % 2 == 0 ? random_password.token_b.result : random_password.token_a.result
   other_token  = var.token_rotation % 2 == 0 ? random_password.token_a.result : random_password.token_b.result
+
+  # The Go runtime's soft memory limit: nine tenths of the instance's memory
+  # (Kubernetes quantities: M is 10^6 bytes, Mi 2^20). The function reads a
+  # container's cgroup limit itself, but Cloud Run's sandbox may show none.
+  memory_bytes = tonumber(regex("^[0-9]+", var.memory)) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("[A-Za-z]+$", var.memory)]
+  gomemlimit   = "${floor(local.memory_bytes * 0.9 / 1048576)}MiB"
 }
 
 resource "random_password" "token_a" {
@@ -149,6 +155,7 @@ resource "google_cloudfunctions2_function" "this" {
         ADMITFN_POLICIES         = local.location
         ADMITFN_TOKENS           = "${local.active_token},${local.other_token}"
         ADMITFN_REFRESH_INTERVAL = var.refresh_interval
+        GOMEMLIMIT               = local.gomemlimit
       },
       var.bundle_public_key == null ? {} : { ADMITFN_BUNDLE_PUBLIC_KEY = var.bundle_public_key },
     )

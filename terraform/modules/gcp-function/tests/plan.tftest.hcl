@@ -24,6 +24,10 @@ run "defaults" {
     error_message = "defaults: one warm instance, 8s timeout (below the webhook's 10s)"
   }
   assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].environment_variables["GOMEMLIMIT"] == "439MiB"
+    error_message = "the Go runtime's soft memory limit must be nine tenths of the default 512M"
+  }
+  assert {
     condition     = google_cloud_run_service_iam_member.public.member == "allUsers" && google_cloud_run_service_iam_member.public.role == "roles/run.invoker"
     error_message = "the apiserver cannot send ID tokens: invocation must be public"
   }
