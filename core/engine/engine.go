@@ -250,12 +250,17 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	if req.Object == nil {
 		return &Result{Response: resp}, nil
 	}
+	attrs := validate.NewAttributes(req)
+	hooks := r.mutating.candidates(attrs)
+	if len(hooks) == 0 {
+		// No policy of the route can match: nothing to encode or compare.
+		return &Result{Response: resp}, nil
+	}
 	original, err := json.Marshal(req.Object.Object)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode the object: %w", ErrInternal, err)
 	}
-	attrs := validate.NewAttributes(req)
-	res, err := e.mutator.Dispatch(ctx, attrs, r.mutating.candidates(attrs))
+	res, err := e.mutator.Dispatch(ctx, attrs, hooks)
 	if err != nil {
 		return nil, err
 	}

@@ -132,6 +132,8 @@ func TestMutateSetLabel(t *testing.T) {
 	del := request(t, reqOpts{operation: "DELETE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "default",
 		oldObject: deployment("web", "default", 1, nil)})
 	expectPatch(t, mustReview(t, e, rt, del), "")
+	// A resource no policy of the route matches: allowed as it is.
+	expectPatch(t, mustReview(t, e, rt, configMapRequest(t, "CREATE", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "settings"}})), "")
 }
 
 func TestMutateSidecarOnlyIfMissing(t *testing.T) {
