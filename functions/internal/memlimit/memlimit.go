@@ -59,7 +59,8 @@ func Lambda(getenv func(string) string) Source {
 }
 
 // Cgroup is the memory limit of the process's cgroup (v2, v1 or hybrid),
-// as a container runtime sets it: Kubernetes, ECS, Cloud Run, docker run -m.
+// as a container runtime sets it: Kubernetes, ECS, docker run -m. A sandbox
+// may show none (Cloud Run's, gVisor): there GOMEMLIMIT sets it.
 func Cgroup() Source {
 	return Source{Name: "cgroup", Read: func() (uint64, bool, error) {
 		b, err := memlimit.FromCgroup()
