@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -256,9 +257,11 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 		// No policy of the route can match: nothing to encode or compare.
 		return &Result{Response: resp}, nil
 	}
-	original, err := json.Marshal(req.Object.Object)
+	// A copy of the object as received, in JSON's types: the dispatcher
+	// may write the final object into the one it was given.
+	original, err := jsonTree(req.Object.Object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode the object: %w", ErrInternal, err)
+		return nil, fmt.Errorf("%w: copy the object: %w", ErrInternal, err)
 	}
 	res, err := e.mutator.Dispatch(ctx, attrs, hooks)
 	if err != nil {
@@ -275,32 +278,80 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	if !ok {
 		return nil, fmt.Errorf("%w: mutated object is a %T", ErrInternal, res.Object)
 	}
-	patched, err := json.Marshal(final.Object)
+	patched, err := jsonTree(final.Object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode the mutated object: %w", ErrInternal, err)
+		return nil, fmt.Errorf("%w: copy the mutated object: %w", ErrInternal, err)
 	}
-	if !bytes.Equal(original, patched) {
-		// Keys are compared in sorted order, so the same change always gives
-		// the same patch; numbers stay json.Number, exact as received.
-		ops, err := jsondiff.CompareJSON(original, patched, jsondiff.UnmarshalFunc(unmarshalNumbers))
-		if err != nil {
-			return nil, fmt.Errorf("%w: compute the patch: %w", ErrInternal, err)
+	// Keys are compared in sorted order, so the same change always gives the
+	// same patch; numbers are json.Number, spelled as encoding/json spells
+	// them.
+	ops, err := jsondiff.CompareWithoutMarshal(original, patched)
+	if err != nil {
+		return nil, fmt.Errorf("%w: compute the patch: %w", ErrInternal, err)
+	}
+	if len(ops) > 0 {
+		if resp.Patch, err = json.Marshal(ops); err != nil {
+			return nil, fmt.Errorf("%w: encode the patch: %w", ErrInternal, err)
 		}
-		if len(ops) > 0 {
-			if resp.Patch, err = json.Marshal(ops); err != nil {
-				return nil, fmt.Errorf("%w: encode the patch: %w", ErrInternal, err)
-			}
-			pt := admissionv1.PatchTypeJSONPatch
-			resp.PatchType = &pt
-		}
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType = &pt
 	}
 	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
 }
 
-func unmarshalNumbers(data []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(data))
+// jsonTree copies an unstructured value into the types jsondiff compares
+// without marshalling: maps, slices, strings, booleans, nil, and numbers as
+// json.Number. Integers (int64 from the decoder, whatever width a patcher
+// produced) are spelled in decimal, floats as encoding/json spells them;
+// any other type goes through encoding/json.
+func jsonTree(v any) (any, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			c, err := jsonTree(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := jsonTree(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case string, bool, nil, json.Number:
+		return v, nil
+	case int64:
+		return json.Number(strconv.FormatInt(v, 10)), nil
+	case int:
+		return json.Number(strconv.Itoa(v)), nil
+	case int32:
+		return json.Number(strconv.FormatInt(int64(v), 10)), nil
+	case float64:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return json.Number(b), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	return d.Decode(v)
+	var out any
+	if err := d.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // validationFailureKey is the audit annotation upstream records for a failed

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/wI2L/jsondiff"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -480,5 +482,111 @@ func TestMutatingBundleErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// jsonTree gives jsondiff the same values as encoding/json's text decoded
+// with UseNumber: the patch is the one marshalling both objects and diffing
+// the documents gives, byte for byte.
+func TestPatchFromTreesIsThePatchFromDocuments(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "web", "labels": map[string]any{"app": "web", "a/b": "c~d"}, "generation": int64(3)},
+			"spec": map[string]any{
+				"containers": []any{
+					map[string]any{"name": "app", "image": "app:1", "resources": map[string]any{"limits": map[string]any{"cpu": "500m"}}},
+				},
+				"priority":                      int64(9007199254740993), // beyond float64's exact integers
+				"terminationGracePeriodSeconds": int64(30),
+				"overhead":                      float64(0.000001),
+				"weight":                        float64(1e21),
+				"ratio":                         float64(1.5),
+				"enableServiceLinks":            true,
+				"nodeName":                      nil,
+			},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(o map[string]any)
+	}{
+		{"nothing", func(map[string]any) {}},
+		{"an integer", func(o map[string]any) { o["spec"].(map[string]any)["priority"] = int64(9007199254740995) }},
+		{"an int from a patcher", func(o map[string]any) { o["spec"].(map[string]any)["terminationGracePeriodSeconds"] = 60 }},
+		{"floats", func(o map[string]any) {
+			o["spec"].(map[string]any)["overhead"] = float64(0.0000001)
+			o["spec"].(map[string]any)["weight"] = float64(2e21)
+			o["spec"].(map[string]any)["ratio"] = float64(100)
+		}},
+		{"a float to an integer", func(o map[string]any) { o["spec"].(map[string]any)["ratio"] = int64(2) }},
+		{"an escaped key", func(o map[string]any) {
+			o["metadata"].(map[string]any)["labels"].(map[string]any)["a/b"] = "e~f"
+			o["metadata"].(map[string]any)["labels"].(map[string]any)["x~y/z"] = "new"
+		}},
+		{"a container added and one changed", func(o map[string]any) {
+			cs := o["spec"].(map[string]any)["containers"].([]any)
+			cs[0].(map[string]any)["imagePullPolicy"] = "Always"
+			o["spec"].(map[string]any)["containers"] = append(cs, map[string]any{"name": "proxy", "image": "envoy:1", "ports": []any{map[string]any{"containerPort": int64(15001)}}})
+		}},
+		{"removed and null", func(o map[string]any) {
+			delete(o["metadata"].(map[string]any), "labels")
+			o["spec"].(map[string]any)["nodeName"] = "node-1"
+			o["spec"].(map[string]any)["enableServiceLinks"] = nil
+		}},
+		{"a json.Number kept", func(o map[string]any) { o["spec"].(map[string]any)["ratio"] = json.Number("1.50") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, after := base(), base()
+			c.change(after)
+
+			ob, _ := json.Marshal(before)
+			pb, _ := json.Marshal(after)
+			wantOps, err := jsondiff.CompareJSON(ob, pb, jsondiff.UnmarshalFunc(func(data []byte, v any) error {
+				d := json.NewDecoder(strings.NewReader(string(data)))
+				d.UseNumber()
+				return d.Decode(v)
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(wantOps)
+
+			src, err := jsonTree(before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tgt, err := jsonTree(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, err := jsondiff.CompareWithoutMarshal(src, tgt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(ops)
+			if string(got) != string(want) {
+				t.Errorf("patch\n got %s\nwant %s", got, want)
+			}
+			if c.name != "nothing" && len(ops) == 0 {
+				t.Error("no operations for a change")
+			}
+		})
+	}
+}
+
+// Types an unstructured object should not hold still copy exactly, through
+// encoding/json.
+func TestJSONTreeOtherTypes(t *testing.T) {
+	got, err := jsonTree(map[string]any{"a": int8(-3), "b": uint64(18446744073709551615), "c": []string{"x"}, "d": float32(0.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": json.Number("-3"), "b": json.Number("18446744073709551615"), "c": []any{"x"}, "d": json.Number("0.5")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("jsonTree = %#v, want %#v", got, want)
+	}
+	if _, err := jsonTree(map[string]any{"f": func() {}}); err == nil {
+		t.Error("a func copied without error")
 	}
 }
