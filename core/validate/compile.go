@@ -6,6 +6,7 @@
 package validate
 
 import (
+	"slices"
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -21,20 +22,31 @@ import (
 // kube-apiserver of that version uses.
 type Compiler struct {
 	env *environment.EnvSet
-	// withoutVariables compiles every policy that declares no variables:
-	// it stores none, so they can share it, and its environments (built
-	// for each combination of optional variables) are built once, not for
-	// each policy, which is most of the time and memory compiling takes.
-	withoutVariables func() (*plugincel.CompositedCompiler, error)
+	// envs are the environments upstream's compiler declares for each
+	// combination of optional variables, built once each, on first use.
+	envs map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error)
+	// shared compile the policies that declare no variables: such a policy
+	// stores nothing in its compiler, so one per combination serves all.
+	shared map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error)
 }
 
 // NewCompiler returns a compiler on the base environment kube-apiserver's
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler() *Compiler {
-	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-	return &Compiler{env: env, withoutVariables: sync.OnceValues(func() (*plugincel.CompositedCompiler, error) {
-		return plugincel.NewCompositedCompiler(env)
-	})}
+	c := &Compiler{
+		env:    environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()),
+		envs:   map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
+		shared: map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
+	}
+	for _, params := range []bool{false, true} {
+		for _, authorizer := range []bool{false, true} {
+			opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer}
+			env := sync.OnceValues(func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
+			c.envs[opts] = env
+			c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
+		}
+	}
+	return c
 }
 
 // Compile compiles every expression of p, the way kube-apiserver validates a
@@ -42,16 +54,21 @@ func NewCompiler() *Compiler {
 // then compiles it for evaluation. All errors are returned, each with its
 // field path. It is safe for concurrent use.
 func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*ExpressionError) {
+	return c.compile(p, c.compilers)
+}
+
+// compilersFunc returns the compiler of a policy's expressions and the one
+// of its message expressions, which upstream compiles without `authorizer`.
+type compilersFunc func(p *admissionregistrationv1.ValidatingAdmissionPolicy, vars, messageVars plugincel.OptionalVariableDeclarations, messages []plugincel.ExpressionAccessor) (compiler, message *plugincel.CompositedCompiler, err error)
+
+func (c *Compiler) compile(p *admissionregistrationv1.ValidatingAdmissionPolicy, compilers compilersFunc) (validating.Validator, []*ExpressionError) {
 	hasParams := p.Spec.ParamKind != nil
 	vars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
 	messageVars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
 	const mode = environment.NewExpressions
+	x := expressionsOf(p)
 
-	newCompiler := func() (*plugincel.CompositedCompiler, error) { return plugincel.NewCompositedCompiler(c.env) }
-	if len(p.Spec.Variables) == 0 {
-		newCompiler = c.withoutVariables
-	}
-	compiler, err := newCompiler()
+	compiler, messages, err := compilers(p, vars, messageVars, x.messages)
 	if err != nil {
 		return nil, []*ExpressionError{{Field: "spec", Err: err}}
 	}
@@ -66,12 +83,13 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 	for i, v := range p.Spec.Variables {
 		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
+		if messages != compiler {
+			adoptVariable(messages, v.Name, r)
+		}
 	}
 
-	var conditions []*condition
-	compileAll := func(accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
+	compileAll := func(compiler *plugincel.CompositedCompiler, accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
 		cond := &condition{compiler: compiler, results: make([]plugincel.CompilationResult, len(accessors))}
-		conditions = append(conditions, cond)
 		for i, a := range accessors {
 			if a == nil {
 				continue
@@ -82,22 +100,43 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		return cond
 	}
 
-	x := expressionsOf(p)
 	var matcher matchconditions.Matcher
 	if len(x.matchConditions) > 0 {
-		cond := compileAll(x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
+		cond := compileAll(compiler, x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
 		matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 	validator := validating.NewValidator(
-		compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
+		compileAll(compiler, x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
 		matcher,
-		compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
-		compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
+		compileAll(compiler, x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
+		compileAll(messages, x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
 		p.Spec.FailurePolicy,
 		nil,
 	)
-	releaseEnvironments(compiler, conditions)
 	return validator, errs
+}
+
+// compilers is admitfn's compilersFunc. A policy without variables shares them with every other; one with variables
+// gets its own, which declare its variables on top of the shared
+// environments. Upstream's plugincel.NewCompositedCompiler would build all
+// eight environments for each such policy (each with a type checker of
+// every function), most of the time compiling a bundle took.
+func (c *Compiler) compilers(p *admissionregistrationv1.ValidatingAdmissionPolicy, vars, messageVars plugincel.OptionalVariableDeclarations, messages []plugincel.ExpressionAccessor) (compiler, message *plugincel.CompositedCompiler, err error) {
+	if len(p.Spec.Variables) == 0 {
+		if compiler, err = c.shared[vars](); err != nil {
+			return nil, nil, err
+		}
+		message, err = c.shared[messageVars]()
+		return compiler, message, err
+	}
+	if compiler, err = composited(c.envs[vars], vars); err != nil {
+		return nil, nil, err
+	}
+	if !slices.ContainsFunc(messages, func(a plugincel.ExpressionAccessor) bool { return a != nil }) {
+		return compiler, compiler, nil
+	}
+	message, err = composited(c.envs[messageVars], messageVars)
+	return compiler, message, err
 }
 
 // expressions are a policy's CEL expressions as upstream's compilers take
@@ -155,19 +194,6 @@ func (c *Compiler) CompileUpstream(p *admissionregistrationv1.ValidatingAdmissio
 		p.Spec.FailurePolicy,
 		nil,
 	)
-}
-
-// releaseEnvironments lets the conditions keep only what evaluation needs of
-// the compiler: its stored variables. Upstream's compiler also holds a CEL
-// environment for each combination of optional variables, eight of them,
-// with their type checkers: more than half of a compiled policy's memory,
-// used only to compile.
-func releaseEnvironments(compiler *plugincel.CompositedCompiler, conditions []*condition) {
-	kept := *compiler
-	kept.Compiler, kept.ConditionCompiler, kept.MutatingCompiler = nil, nil, nil
-	for _, c := range conditions {
-		c.compiler = &kept
-	}
 }
 
 // ExpressionError is a CEL expression that does not compile. Its text is the

@@ -1,0 +1,190 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+
+	"github.com/admitfn/admitfn/core/policy"
+)
+
+// upstreamCompilers is the compilersFunc of kube-apiserver's plugin: one
+// plugincel.NewCompositedCompiler per policy, with all eight environments,
+// for every expression of the policy.
+func (c *Compiler) upstreamCompilers(*admissionregistrationv1.ValidatingAdmissionPolicy, plugincel.OptionalVariableDeclarations, plugincel.OptionalVariableDeclarations, []plugincel.ExpressionAccessor) (*plugincel.CompositedCompiler, *plugincel.CompositedCompiler, error) {
+	compiler, err := plugincel.NewCompositedCompiler(c.env)
+	return compiler, compiler, err
+}
+
+// Every ValidatingAdmissionPolicy of the repository (the example bundle, the
+// policy library, the CLI's and the benchmarks' fixtures) and the cases of
+// testdata/compile-parity.yaml compile to the same errors, in the same order,
+// with admitfn's environments as with upstream's compiler; the ones that
+// compile decide the same on a request.
+func TestCompileMatchesUpstream(t *testing.T) {
+	policies := repositoryPolicies(t)
+	if len(policies) < 30 {
+		t.Fatalf("found %d policies in the repository, want 30 or more", len(policies))
+	}
+	c := NewCompiler()
+	req := decode(t)
+	attrs := NewAttributes(req)
+	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"env": "dev"}}}
+	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
+
+	var withVariables, failing int
+	for _, p := range policies {
+		got, gotErrs := c.Compile(p)
+		want, wantErrs := c.compile(p, c.upstreamCompilers)
+		if g, w := errorTexts(gotErrs), errorTexts(wantErrs); !slices.Equal(g, w) {
+			t.Errorf("%s: errors\n%s\nupstream's compiler:\n%s", p.Name, strings.Join(g, "\n"), strings.Join(w, "\n"))
+			continue
+		}
+		if len(p.Spec.Variables) > 0 {
+			withVariables++
+		}
+		if len(gotErrs) > 0 {
+			failing++
+			continue
+		}
+		for _, param := range []runtime.Object{nil, params} {
+			g := validateOnce(got, attrs, va, param, ns)
+			w := validateOnce(want, attrs, va, param, ns)
+			if !equalResults(g, w) {
+				t.Errorf("%s (params %v): decided %+v\nupstream's compiler: %+v", p.Name, param != nil, g, w)
+			}
+		}
+	}
+	if withVariables < 10 || failing < 4 {
+		t.Errorf("%d policies with variables, %d that fail to compile: the corpus no longer covers what it should", withVariables, failing)
+	}
+}
+
+// The cases of testdata/compile-parity.yaml that pin what upstream decides.
+func TestCompileVariablesAndMessages(t *testing.T) {
+	byName := map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{}
+	for _, p := range policiesIn(t, "testdata/compile-parity.yaml") {
+		byName[p.Name] = p
+	}
+	c := NewCompiler()
+	for name, want := range map[string][]string{
+		"message-uses-authorizer":                   {"spec.validations[0].messageExpression: compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')\n | authorizer.path('/healthz').check('get').allowed() ? 'a' : 'b'\n | ^"},
+		"variable-types-reach-messages":             {"spec.validations[0].messageExpression: compilation failed: ERROR: <input>:1:17: found no matching overload for '_+_' applied to '(int, string)'\n | variables.count + 'x'\n | ................^"},
+		"message-reads-a-variable-using-authorizer": nil,
+		"variables-in-messages":                     nil,
+	} {
+		_, errs := c.Compile(byName[name])
+		if got := errorTexts(errs); !slices.Equal(got, want) {
+			t.Errorf("%s: errors %q, want %q", name, got, want)
+		}
+	}
+
+	req := decode(t)
+	attrs := NewAttributes(req)
+	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
+	for name, want := range map[string]validating.PolicyDecision{
+		// Three replicas: denied, the message from the variables.
+		"variables-in-messages": {Action: validating.ActionDeny, Evaluation: validating.EvalDeny, Message: "replicas 3", Reason: metav1.StatusReasonInvalid},
+		// The message reads a variable that needs the authorizer, which
+		// the function has none of: the static message stands.
+		"message-reads-a-variable-using-authorizer": {Action: validating.ActionDeny, Evaluation: validating.EvalDeny, Message: "static message", Reason: metav1.StatusReasonInvalid},
+	} {
+		v, _ := c.Compile(byName[name])
+		res := validateOnce(v, attrs, va, nil, nil)
+		if len(res.Decisions) != 1 || res.Decisions[0].Action != want.Action || res.Decisions[0].Evaluation != want.Evaluation || res.Decisions[0].Message != want.Message || res.Decisions[0].Reason != want.Reason {
+			t.Errorf("%s: decisions %+v, want %+v", name, res.Decisions, want)
+		}
+	}
+}
+
+func validateOnce(v validating.Validator, attrs *Attributes, va *admission.VersionedAttributes, params runtime.Object, ns *corev1.Namespace) validating.ValidateResult {
+	return v.Validate(context.Background(), attrs.GetResource(), va, params, ns, 10_000_000, nil)
+}
+
+// equalResults compares two results but for the time each evaluation took.
+func equalResults(a, b validating.ValidateResult) bool {
+	return slices.EqualFunc(a.Decisions, b.Decisions, func(x, y validating.PolicyDecision) bool {
+		x.Elapsed, y.Elapsed = 0, 0
+		return x == y
+	}) && slices.EqualFunc(a.AuditAnnotations, b.AuditAnnotations, func(x, y validating.PolicyAuditAnnotation) bool {
+		x.Elapsed, y.Elapsed = 0, 0
+		return x == y
+	})
+}
+
+func errorTexts(errs []*ExpressionError) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// repositoryPolicies are the ValidatingAdmissionPolicies of every YAML file
+// under the repository's policy and fixture directories, and of this
+// package's testdata.
+func repositoryPolicies(t *testing.T) []*admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*admissionregistrationv1.ValidatingAdmissionPolicy
+	for _, dir := range []string{"policies", "cmd/admitfn/testdata", "internal/perf/testdata", "core/validate/testdata"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				out = append(out, policiesIn(t, path)...)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func policiesIn(t *testing.T, path string) []*admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*admissionregistrationv1.ValidatingAdmissionPolicy
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if u.GetKind() != "ValidatingAdmissionPolicy" {
+			continue
+		}
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			t.Fatalf("%s: %s: %v", path, u.GetName(), err)
+		}
+		policy.DefaultPolicy(p)
+		out = append(out, p)
+	}
+}
