@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -250,7 +252,16 @@ func BenchmarkLoad100(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fsys := perf.Merge(b20, perf.Generated(80, 0))
+	benchLoad(b, perf.Merge(b20, perf.Generated(80, 0)))
+}
+
+// BenchmarkLoadExamples compiles the example bundle, whose mutating
+// policies compile in environments of their own.
+func BenchmarkLoadExamples(b *testing.B) {
+	benchLoad(b, os.DirFS(filepath.Join(perf.RepoRoot(), "policies", "examples")))
+}
+
+func benchLoad(b *testing.B, fsys fs.FS) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := Load(fsys, ".", validate.NewCompiler()); err != nil {
