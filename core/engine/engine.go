@@ -116,7 +116,7 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 	}
 	mutators := map[string]mutating.PolicyEvaluator{}
 	for i, r := range parallel.Map(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) compiled[mutating.PolicyEvaluator] {
-		m, fieldErrs := mutate.Compile(c.EnvSet(), p)
+		m, fieldErrs := mutate.Compile(c, p)
 		return compiled[mutating.PolicyEvaluator]{m, fieldErrs}
 	}) {
 		p := b.MutatingPolicies[i]

@@ -25,13 +25,22 @@ import (
 // new policy (environment.NewExpressions) and returns the evaluator
 // upstream's dispatcher runs. All errors are returned, each with its field
 // path; the evaluator is only usable when there are none.
-func Compile(env *environment.EnvSet, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
+func Compile(c *validate.Compiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
+	return CompileWith(c.ForPolicy(len(p.Spec.Variables) > 0), p)
+}
+
+// CompileWith is Compile with the given compiler of the policy.
+func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
 	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	patchVars := vars
 	patchVars.HasPatchTypes = true
 	const mode = environment.NewExpressions
 
-	compiler, err := plugincel.NewCompositedCompiler(env)
+	composition, err := compiler.Composition(vars)
+	if err != nil {
+		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
+	}
+	patchComposition, err := compiler.Composition(patchVars)
 	if err != nil {
 		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
 	}
@@ -57,7 +66,7 @@ func Compile(env *environment.EnvSet, p *admissionregistrationv1.MutatingAdmissi
 			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
 		}
 		// "validate" is what upstream passes here too: it only labels metrics.
-		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(compiler, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(composition, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 
 	// Expressions are compiled as written, untrimmed, as upstream's
@@ -69,12 +78,12 @@ func Compile(env *environment.EnvSet, p *admissionregistrationv1.MutatingAdmissi
 		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
 			accessor := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name, jsonPatch: true})
+			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(patchComposition, r)), policy: p.Name, jsonPatch: true})
 		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
 			accessor := &patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(compiler, r)), policy: p.Name})
+			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(patchComposition, r)), policy: p.Name})
 		}
 	}
-	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: compiler}, errs
+	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: composition}, errs
 }

@@ -6,7 +6,6 @@
 package validate
 
 import (
-	"slices"
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -40,10 +39,12 @@ func NewCompiler() *Compiler {
 	}
 	for _, params := range []bool{false, true} {
 		for _, authorizer := range []bool{false, true} {
-			opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer}
-			env := sync.OnceValues(func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
-			c.envs[opts] = env
-			c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
+			for _, patch := range []bool{false, true} {
+				opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer, HasPatchTypes: patch}
+				env := sync.OnceValues(func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
+				c.envs[opts] = env
+				c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
+			}
 		}
 	}
 	return c
@@ -54,24 +55,15 @@ func NewCompiler() *Compiler {
 // then compiles it for evaluation. All errors are returned, each with its
 // field path. It is safe for concurrent use.
 func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*ExpressionError) {
-	return c.compile(p, c.compilers)
+	return compile(c.ForPolicy(len(p.Spec.Variables) > 0), p)
 }
 
-// compilersFunc returns the compiler of a policy's expressions and the one
-// of its message expressions, which upstream compiles without `authorizer`.
-type compilersFunc func(p *admissionregistrationv1.ValidatingAdmissionPolicy, vars, messageVars plugincel.OptionalVariableDeclarations, messages []plugincel.ExpressionAccessor) (compiler, message *plugincel.CompositedCompiler, err error)
-
-func (c *Compiler) compile(p *admissionregistrationv1.ValidatingAdmissionPolicy, compilers compilersFunc) (validating.Validator, []*ExpressionError) {
+func compile(compiler PolicyCompiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*ExpressionError) {
 	hasParams := p.Spec.ParamKind != nil
 	vars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
 	messageVars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
 	const mode = environment.NewExpressions
-	x := expressionsOf(p)
 
-	compiler, messages, err := compilers(p, vars, messageVars, x.messages)
-	if err != nil {
-		return nil, []*ExpressionError{{Field: "spec", Err: err}}
-	}
 	var errs []*ExpressionError
 	check := func(r plugincel.CompilationResult, fld *field.Path) {
 		if r.Error != nil {
@@ -83,13 +75,10 @@ func (c *Compiler) compile(p *admissionregistrationv1.ValidatingAdmissionPolicy,
 	for i, v := range p.Spec.Variables {
 		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
-		if messages != compiler {
-			adoptVariable(messages, v.Name, r)
-		}
 	}
 
-	compileAll := func(compiler *plugincel.CompositedCompiler, accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
-		cond := &condition{compiler: compiler, results: make([]plugincel.CompilationResult, len(accessors))}
+	compileAll := func(accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
+		cond := &condition{results: make([]plugincel.CompilationResult, len(accessors))}
 		for i, a := range accessors {
 			if a == nil {
 				continue
@@ -97,46 +86,28 @@ func (c *Compiler) compile(p *admissionregistrationv1.ValidatingAdmissionPolicy,
 			cond.results[i] = compiler.CompileCELExpression(a, opts, mode)
 			check(cond.results[i], fld(i))
 		}
+		var err error
+		if cond.compiler, err = compiler.Composition(opts); err != nil {
+			errs = append(errs, &ExpressionError{Field: "spec", Err: err})
+		}
 		return cond
 	}
 
+	x := expressionsOf(p)
 	var matcher matchconditions.Matcher
 	if len(x.matchConditions) > 0 {
-		cond := compileAll(compiler, x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
+		cond := compileAll(x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
 		matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 	validator := validating.NewValidator(
-		compileAll(compiler, x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
+		compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
 		matcher,
-		compileAll(compiler, x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
-		compileAll(messages, x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
+		compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
+		compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
 		p.Spec.FailurePolicy,
 		nil,
 	)
 	return validator, errs
-}
-
-// compilers is admitfn's compilersFunc. A policy without variables shares them with every other; one with variables
-// gets its own, which declare its variables on top of the shared
-// environments. Upstream's plugincel.NewCompositedCompiler would build all
-// eight environments for each such policy (each with a type checker of
-// every function), most of the time compiling a bundle took.
-func (c *Compiler) compilers(p *admissionregistrationv1.ValidatingAdmissionPolicy, vars, messageVars plugincel.OptionalVariableDeclarations, messages []plugincel.ExpressionAccessor) (compiler, message *plugincel.CompositedCompiler, err error) {
-	if len(p.Spec.Variables) == 0 {
-		if compiler, err = c.shared[vars](); err != nil {
-			return nil, nil, err
-		}
-		message, err = c.shared[messageVars]()
-		return compiler, message, err
-	}
-	if compiler, err = composited(c.envs[vars], vars); err != nil {
-		return nil, nil, err
-	}
-	if !slices.ContainsFunc(messages, func(a plugincel.ExpressionAccessor) bool { return a != nil }) {
-		return compiler, compiler, nil
-	}
-	message, err = composited(c.envs[messageVars], messageVars)
-	return compiler, message, err
 }
 
 // expressions are a policy's CEL expressions as upstream's compilers take
@@ -206,6 +177,3 @@ type ExpressionError struct {
 func (e *ExpressionError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 func (e *ExpressionError) Unwrap() error { return e.Err }
-
-// EnvSet is the compiler's CEL environment, shared with the mutate package.
-func (c *Compiler) EnvSet() *environment.EnvSet { return c.env }

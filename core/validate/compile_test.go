@@ -1,13 +1,7 @@
 package validate
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,21 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
-	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/internal/testpolicies"
 )
-
-// upstreamCompilers is the compilersFunc of kube-apiserver's plugin: one
-// plugincel.NewCompositedCompiler per policy, with all eight environments,
-// for every expression of the policy.
-func (c *Compiler) upstreamCompilers(*admissionregistrationv1.ValidatingAdmissionPolicy, plugincel.OptionalVariableDeclarations, plugincel.OptionalVariableDeclarations, []plugincel.ExpressionAccessor) (*plugincel.CompositedCompiler, *plugincel.CompositedCompiler, error) {
-	compiler, err := plugincel.NewCompositedCompiler(c.env)
-	return compiler, compiler, err
-}
 
 // Every ValidatingAdmissionPolicy of the repository (the example bundle, the
 // policy library, the CLI's and the benchmarks' fixtures) and the cases of
@@ -39,7 +23,11 @@ func (c *Compiler) upstreamCompilers(*admissionregistrationv1.ValidatingAdmissio
 // with admitfn's environments as with upstream's compiler; the ones that
 // compile decide the same on a request.
 func TestCompileMatchesUpstream(t *testing.T) {
-	policies := repositoryPolicies(t)
+	all, err := testpolicies.Repository("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := all.Validating
 	if len(policies) < 30 {
 		t.Fatalf("found %d policies in the repository, want 30 or more", len(policies))
 	}
@@ -53,7 +41,11 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	var withVariables, failing int
 	for _, p := range policies {
 		got, gotErrs := c.Compile(p)
-		want, wantErrs := c.compile(p, c.upstreamCompilers)
+		upstream, err := c.UpstreamPolicyCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantErrs := compile(upstream, p)
 		if g, w := errorTexts(gotErrs), errorTexts(wantErrs); !slices.Equal(g, w) {
 			t.Errorf("%s: errors\n%s\nupstream's compiler:\n%s", p.Name, strings.Join(g, "\n"), strings.Join(w, "\n"))
 			continue
@@ -81,7 +73,11 @@ func TestCompileMatchesUpstream(t *testing.T) {
 // The cases of testdata/compile-parity.yaml that pin what upstream decides.
 func TestCompileVariablesAndMessages(t *testing.T) {
 	byName := map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{}
-	for _, p := range policiesIn(t, "testdata/compile-parity.yaml") {
+	cases, err := testpolicies.File("testdata/compile-parity.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cases.Validating {
 		byName[p.Name] = p
 	}
 	c := NewCompiler()
@@ -136,55 +132,4 @@ func errorTexts(errs []*ExpressionError) []string {
 		out = append(out, e.Error())
 	}
 	return out
-}
-
-// repositoryPolicies are the ValidatingAdmissionPolicies of every YAML file
-// under the repository's policy and fixture directories, and of this
-// package's testdata.
-func repositoryPolicies(t *testing.T) []*admissionregistrationv1.ValidatingAdmissionPolicy {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*admissionregistrationv1.ValidatingAdmissionPolicy
-	for _, dir := range []string{"policies", "cmd/admitfn/testdata", "internal/perf/testdata", "core/validate/testdata"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
-				out = append(out, policiesIn(t, path)...)
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-func policiesIn(t *testing.T, path string) []*admissionregistrationv1.ValidatingAdmissionPolicy {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*admissionregistrationv1.ValidatingAdmissionPolicy
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return out
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if u.GetKind() != "ValidatingAdmissionPolicy" {
-			continue
-		}
-		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
-			t.Fatalf("%s: %s: %v", path, u.GetName(), err)
-		}
-		policy.DefaultPolicy(p)
-		out = append(out, p)
-	}
 }

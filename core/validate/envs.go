@@ -8,28 +8,31 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/mutation"
 )
 
 // The environments here are upstream's, declared as its compiler declares
 // them (k8s.io/apiserver/pkg/admission/plugin/cel: createEnvForOpts and
-// compiler.CompileCELExpression, whose recipe is unexported), built in
-// another order: upstream extends the base environment with `variables`,
-// then each of eight combinations of optional variables, for every policy;
-// admitfn extends the base with a combination once per process, and a
-// policy's `variables` on top of the one or two combinations it uses. Both
-// layers are DeclTypeProviders of distinct type names that defer to the
-// layer below, so the order changes no lookup. TestCompileMatchesUpstream
-// compiles every bundle of the repository both ways.
+// compiler.CompileCELExpression, whose recipe is unexported), layered in
+// another order. Upstream extends the base environment with `variables`,
+// then with each of eight combinations of optional variables, for every
+// policy; admitfn extends the base with a combination once per process, and
+// declares a policy's `variables` on top of the combinations it uses. The
+// type layers (request and namespaceObject, `variables`) are
+// DeclTypeProviders of distinct names, each deferring to the one below, so
+// the order changes no lookup; under a mutation's `variables` the layer
+// below is the resolver of Object types, which is no type adapter, so its
+// values are adapted by cel-go's default adapter where upstream's reach the
+// base registry's, which adapts everything but protobuf messages the same
+// way. TestCompileMatchesUpstream (here and in core/mutate) compiles every
+// policy of the repository both ways and compares errors and decisions.
 
 // envFor extends base with the variables opts declares, as upstream's
-// createEnvForOpts does (HasPatchTypes aside: mutating policies keep
-// upstream's compiler).
+// createEnvForOpts does.
 func envFor(base *environment.EnvSet, opts plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
-	if opts.HasPatchTypes {
-		return nil, fmt.Errorf("environment with patch types: not built here")
-	}
 	requestType, namespaceType := plugincel.BuildRequestType(), plugincel.BuildNamespaceType()
 	envOpts := []cel.EnvOption{
 		cel.Variable(plugincel.ObjectVarName, cel.DynType),
@@ -53,6 +56,20 @@ func envFor(base *environment.EnvSet, opts plugincel.OptionalVariableDeclaration
 	if err != nil {
 		return nil, fmt.Errorf("environment misconfigured: %w", err)
 	}
+	if opts.HasPatchTypes {
+		// Upstream's hasPatchTypes: Object types for ApplyConfiguration
+		// and JSONPatch, and jsonpatch.escapeKey.
+		env, err = env.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions: []cel.EnvOption{
+				common.ResolverEnvOption(&mutation.DynamicTypeResolver{}),
+				environment.UnversionedLib(library.JSONPatch),
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("environment misconfigured: %w", err)
+		}
+	}
 	return env, nil
 }
 
@@ -70,6 +87,114 @@ func composited(env func() (*environment.EnvSet, error), opts plugincel.Optional
 	}
 	c.Compiler = envCompiler{c, opts}
 	return c, nil
+}
+
+// PolicyCompiler compiles the expressions of one policy, as upstream's
+// CompositedCompiler of the policy does: its variables first, then the
+// expressions that read them, each in the environment of the optional
+// variables it is compiled with.
+type PolicyCompiler interface {
+	plugincel.Compiler
+	CompileAndStoreVariable(v plugincel.NamedExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult
+	// Composition is the compiler whose composition context evaluates
+	// the expressions compiled with opts.
+	Composition(opts plugincel.OptionalVariableDeclarations) (*plugincel.CompositedCompiler, error)
+}
+
+// ForPolicy returns the compiler of one policy. A policy without variables
+// uses the compilers all such policies share; one with variables gets its
+// own, on top of the shared environments: upstream's
+// plugincel.NewCompositedCompiler would build all eight environments for
+// each such policy (each with a type checker of every function), which was
+// most of the time compiling a bundle took.
+func (c *Compiler) ForPolicy(hasVariables bool) PolicyCompiler {
+	return &policyCompiler{c: c, hasVariables: hasVariables, envs: map[plugincel.OptionalVariableDeclarations]*plugincel.CompositedCompiler{}}
+}
+
+type policyCompiler struct {
+	c            *Compiler
+	hasVariables bool
+	envs         map[plugincel.OptionalVariableDeclarations]*plugincel.CompositedCompiler
+	variables    []storedVariable
+}
+
+type storedVariable struct {
+	name   string
+	result plugincel.CompilationResult
+}
+
+func (p *policyCompiler) Composition(opts plugincel.OptionalVariableDeclarations) (*plugincel.CompositedCompiler, error) {
+	if cc, ok := p.envs[opts]; ok {
+		return cc, nil
+	}
+	if !p.hasVariables {
+		cc, err := p.c.shared[opts]()
+		if err == nil {
+			p.envs[opts] = cc
+		}
+		return cc, err
+	}
+	cc, err := composited(p.c.envs[opts], opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range p.variables {
+		adoptVariable(cc, v.name, v.result)
+	}
+	p.envs[opts] = cc
+	return cc, nil
+}
+
+func (p *policyCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	cc, err := p.Composition(opts)
+	if err != nil {
+		return internalError(accessor, fmt.Sprintf("unexpected error loading CEL environment: %v", err))
+	}
+	return cc.CompileCELExpression(accessor, opts, mode)
+}
+
+// CompileAndStoreVariable compiles v in the environment of opts and stores
+// it in every environment of the policy: upstream's one compiler serves all
+// expressions of a policy, so an expression reads each variable as compiled
+// for the policy (a message expression, compiled without `authorizer`,
+// thus reads a variable that uses it).
+func (p *policyCompiler) CompileAndStoreVariable(v plugincel.NamedExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	if !p.hasVariables {
+		return internalError(v, "variable "+v.GetName()+" stored in the compiler of a policy without variables")
+	}
+	cc, err := p.Composition(opts)
+	if err != nil {
+		return internalError(v, fmt.Sprintf("unexpected error loading CEL environment: %v", err))
+	}
+	r := cc.CompileAndStoreVariable(v, opts, mode)
+	for other, dst := range p.envs {
+		if other != opts {
+			adoptVariable(dst, v.GetName(), r)
+		}
+	}
+	p.variables = append(p.variables, storedVariable{v.GetName(), r})
+	return r
+}
+
+func internalError(accessor plugincel.ExpressionAccessor, detail string) plugincel.CompilationResult {
+	return plugincel.CompilationResult{Error: &apiservercel.Error{Type: apiservercel.ErrorTypeInternal, Detail: detail}, ExpressionAccessor: accessor}
+}
+
+// UpstreamPolicyCompiler is kube-apiserver's compiler of one policy
+// (plugincel.NewCompositedCompiler: every environment, built for the
+// policy), for comparisons with ForPolicy.
+func (c *Compiler) UpstreamPolicyCompiler() (PolicyCompiler, error) {
+	cc, err := plugincel.NewCompositedCompiler(c.env)
+	if err != nil {
+		return nil, err
+	}
+	return upstreamPolicyCompiler{cc}, nil
+}
+
+type upstreamPolicyCompiler struct{ *plugincel.CompositedCompiler }
+
+func (u upstreamPolicyCompiler) Composition(plugincel.OptionalVariableDeclarations) (*plugincel.CompositedCompiler, error) {
+	return u.CompositedCompiler, nil
 }
 
 // envCompiler compiles as upstream's compiler does, in the one environment
@@ -119,11 +244,9 @@ func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor,
 	return plugincel.CompilationResult{Program: prog, ExpressionAccessor: accessor, OutputType: ast.OutputType()}
 }
 
-// adoptVariable stores a variable compiled by another of the policy's
-// compilers in dst, as upstream's one compiler serves every expression of a
-// policy: the same program, and the same type for the expressions dst
-// compiles. A message expression thus reads a variable that uses
-// `authorizer`, which its own environment lacks, as upstream's does.
+// adoptVariable stores a variable compiled in another environment of the
+// policy in dst: the same program, and the same type for the expressions dst
+// compiles.
 func adoptVariable(dst *plugincel.CompositedCompiler, name string, compiled plugincel.CompilationResult) {
 	own := dst.Compiler
 	dst.Compiler = precompiled(compiled)
