@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"sync"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -101,6 +102,13 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		evaluator E
 		errs      []*validate.ExpressionError
 	}
+	// Mutating policies need client-go's schema of the built-in kinds, whose
+	// parse takes longer than compiling most bundles: it runs while the
+	// policies compile.
+	var warm sync.WaitGroup
+	if len(b.MutatingPolicies) > 0 {
+		warm.Go(mutate.Warm)
+	}
 	// Policies compile independently, on every CPU (CEL environments are
 	// safe for concurrent use): compiling is most of a cold start.
 	validators := map[string]validating.Validator{}
@@ -125,9 +133,7 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		}
 		mutators[p.Name] = r.evaluator
 	}
-	if len(b.MutatingPolicies) > 0 {
-		mutate.Warm()
-	}
+	warm.Wait()
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {
