@@ -177,7 +177,13 @@ func (p *policyCompiler) CompileAndStoreVariable(v plugincel.NamedExpressionAcce
 }
 
 func internalError(accessor plugincel.ExpressionAccessor, detail string) plugincel.CompilationResult {
-	return plugincel.CompilationResult{Error: &apiservercel.Error{Type: apiservercel.ErrorTypeInternal, Detail: detail}, ExpressionAccessor: accessor}
+	return failed(accessor, apiservercel.ErrorTypeInternal, detail, nil)
+}
+
+// failed is a compilation result with an error, as upstream's compiler
+// returns them.
+func failed(accessor plugincel.ExpressionAccessor, typ apiservercel.ErrorType, detail string, cause error) plugincel.CompilationResult {
+	return plugincel.CompilationResult{Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: accessor}
 }
 
 // UpstreamPolicyCompiler is kube-apiserver's compiler of one policy
@@ -206,7 +212,7 @@ type envCompiler struct {
 
 func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
 	fail := func(detail string, typ apiservercel.ErrorType, cause error) plugincel.CompilationResult {
-		return plugincel.CompilationResult{Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: accessor}
+		return failed(accessor, typ, detail, cause)
 	}
 	if opts != c.opts {
 		return fail(fmt.Sprintf("unexpected error loading CEL environment: compiler for %+v asked for %+v", c.opts, opts), apiservercel.ErrorTypeInternal, nil)
