@@ -4,6 +4,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +74,9 @@ type Handler struct {
 	// rejected counts requests refused for a missing or wrong path token
 	// or credentials.
 	rejected atomic.Int64
+	// bodies hold request bodies between reviews: a body is only read
+	// while it is decoded, and a decoded request owns its data.
+	bodies sync.Pool
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -254,7 +259,14 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	defer cancel()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	buf, _ := h.bodies.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	defer h.putBody(buf)
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body := buf.Bytes()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -404,5 +416,13 @@ func reasonForCode(code int) metav1.StatusReason {
 		return metav1.StatusReasonServiceUnavailable
 	default:
 		return metav1.StatusReasonInternalError
+	}
+}
+
+// putBody keeps body buffers of up to 64 KiB for the next reviews: a rare
+// large review does not pin its memory.
+func (h *Handler) putBody(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		h.bodies.Put(b)
 	}
 }

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -176,5 +177,43 @@ func assertSameRequest(t *testing.T, name string, got *Request, body []byte) {
 	if got.APIVersion != want.APIVersion || !reflect.DeepEqual(*got.AdmissionRequest, typed) ||
 		!reflect.DeepEqual(got.Object, want.Object) || !reflect.DeepEqual(got.OldObject, want.OldObject) || !reflect.DeepEqual(got.Options, want.Options) {
 		t.Fatalf("%s: decoding paths differ:\n once:  %+v\n plain: %+v", name, got, want)
+	}
+}
+
+// A decoded request holds no reference to the body, on either path: the
+// HTTP handler reads bodies into buffers it reuses for the next review.
+func TestDecodedRequestOwnsItsData(t *testing.T) {
+	files, err := filepath.Glob("../../adapters/http/testdata/*.request.json")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("%d golden requests: %v", len(files), err)
+	}
+	var bodies [][]byte
+	for _, f := range append(files, "../../internal/perf/testdata/pod-review.json") {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	// The plain path: a field name in another case, an unknown field.
+	bodies = append(bodies,
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":`+validRequest+`,"Object":{"kind":"Pod","metadata":{"name":"p"}}}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":`+validRequest+`,"newField":{"a":1},"object":{"kind":"Pod","data":{"k":"djE="}}}}`))
+	for i, pristine := range bodies {
+		body := bytes.Clone(pristine)
+		got, err := Decode(body)
+		if err != nil {
+			t.Fatalf("body %d: %v", i, err)
+		}
+		for j := range body {
+			body[j] = 'x'
+		}
+		want, err := Decode(pristine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("body %d: the decoded request changed with its body:\n got:  %+v\n want: %+v", i, got, want)
+		}
 	}
 }
