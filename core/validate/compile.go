@@ -79,12 +79,20 @@ func compile(compiler PolicyCompiler, p *admissionregistrationv1.ValidatingAdmis
 
 	compileAll := func(accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
 		cond := &condition{results: make([]plugincel.CompilationResult, len(accessors))}
+		compiled := false
 		for i, a := range accessors {
 			if a == nil {
 				continue
 			}
+			compiled = true
 			cond.results[i] = compiler.CompileCELExpression(a, opts, mode)
 			check(cond.results[i], fld(i))
+		}
+		// Placeholders only (validations without message expressions):
+		// nothing reads the composition, so the policy's main one serves
+		// and no environment is built for them.
+		if !compiled {
+			opts = vars
 		}
 		var err error
 		if cond.compiler, err = compiler.Composition(opts); err != nil {
