@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/internal/testpolicies"
 )
 
@@ -32,13 +34,21 @@ func TestCompileMatchesUpstream(t *testing.T) {
 		t.Fatalf("found %d policies in the repository, want 30 or more", len(policies))
 	}
 	c := NewCompiler()
-	req := decode(t)
-	attrs := NewAttributes(req)
-	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
+	// The Scale of this package's tests, and the Pod of the benchmarks,
+	// which the Pod Security and library policies evaluate in full.
+	podBody, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := review.Decode(podBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := []*review.Request{decode(t), pod}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"env": "dev"}}}
 	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
 
-	var withVariables, failing int
+	var withVariables, failing, evaluated int
 	for _, p := range policies {
 		got, gotErrs := c.Compile(p)
 		upstream, err := c.UpstreamPolicyCompiler()
@@ -57,16 +67,24 @@ func TestCompileMatchesUpstream(t *testing.T) {
 			failing++
 			continue
 		}
-		for _, param := range []runtime.Object{nil, params} {
-			g := validateOnce(got, attrs, va, param, ns)
-			w := validateOnce(want, attrs, va, param, ns)
-			if !equalResults(g, w) {
-				t.Errorf("%s (params %v): decided %+v\nupstream's compiler: %+v", p.Name, param != nil, g, w)
+		for _, req := range requests {
+			attrs, va := versioned(req)
+			for _, param := range []runtime.Object{nil, params} {
+				g := validateOnce(got, attrs, va, param, ns)
+				w := validateOnce(want, attrs, va, param, ns)
+				if !equalResults(g, w) {
+					t.Errorf("%s (%s, params %v): decided %+v\nupstream's compiler: %+v", p.Name, req.Kind.Kind, param != nil, g, w)
+				}
+				for _, d := range g.Decisions {
+					if d.Evaluation != validating.EvalError {
+						evaluated++
+					}
+				}
 			}
 		}
 	}
-	if withVariables < 10 || failing < 4 {
-		t.Errorf("%d policies with variables, %d that fail to compile: the corpus no longer covers what it should", withVariables, failing)
+	if withVariables < 10 || failing < 4 || evaluated < 100 {
+		t.Errorf("%d policies with variables, %d that fail to compile, %d decisions without an evaluation error: the corpus no longer covers what it should", withVariables, failing, evaluated)
 	}
 }
 
@@ -93,9 +111,7 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 		}
 	}
 
-	req := decode(t)
-	attrs := NewAttributes(req)
-	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
+	attrs, va := versioned(decode(t))
 	for name, want := range map[string]validating.PolicyDecision{
 		// Three replicas: denied, the message from the variables.
 		"variables-in-messages": {Action: validating.ActionDeny, Evaluation: validating.EvalDeny, Message: "replicas 3", Reason: metav1.StatusReasonInvalid},
@@ -109,6 +125,12 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 			t.Errorf("%s: decisions %+v, want %+v", name, res.Decisions, want)
 		}
 	}
+}
+
+// versioned is what upstream's dispatcher gives a validator for req.
+func versioned(req *review.Request) (*Attributes, *admission.VersionedAttributes) {
+	attrs := NewAttributes(req)
+	return attrs, &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(attrs.GetObject()), VersionedOldObject: admission.NewLazyObject(attrs.GetOldObject())}
 }
 
 func validateOnce(v validating.Validator, attrs *Attributes, va *admission.VersionedAttributes, params runtime.Object, ns *corev1.Namespace) validating.ValidateResult {
