@@ -37,14 +37,18 @@ func NewCompiler() *Compiler {
 		envs:   map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
 		shared: map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
 	}
+	add := func(opts plugincel.OptionalVariableDeclarations, env func() (*environment.EnvSet, error)) {
+		env = sync.OnceValues(env)
+		c.envs[opts] = env
+		c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
+	}
 	for _, params := range []bool{false, true} {
 		for _, authorizer := range []bool{false, true} {
-			for _, patch := range []bool{false, true} {
-				opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer, HasPatchTypes: patch}
-				env := sync.OnceValues(func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
-				c.envs[opts] = env
-				c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
-			}
+			opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer}
+			add(opts, func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
+			patch := opts
+			patch.HasPatchTypes = true
+			add(patch, func() (*environment.EnvSet, error) { return withPatchTypes(c.envs[opts]) })
 		}
 	}
 	return c

@@ -31,7 +31,7 @@ import (
 // policy of the repository both ways and compares errors and decisions.
 
 // envFor extends base with the variables opts declares, as upstream's
-// createEnvForOpts does.
+// createEnvForOpts does; patch types aside (withPatchTypes).
 func envFor(base *environment.EnvSet, opts plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
 	requestType, namespaceType := plugincel.BuildRequestType(), plugincel.BuildNamespaceType()
 	envOpts := []cel.EnvOption{
@@ -56,21 +56,29 @@ func envFor(base *environment.EnvSet, opts plugincel.OptionalVariableDeclaration
 	if err != nil {
 		return nil, fmt.Errorf("environment misconfigured: %w", err)
 	}
-	if opts.HasPatchTypes {
-		// Upstream's hasPatchTypes: Object types for ApplyConfiguration
-		// and JSONPatch, and jsonpatch.escapeKey.
-		env, err = env.Extend(environment.VersionedOptions{
-			IntroducedVersion: version.MajorMinor(1, 0),
-			EnvOptions: []cel.EnvOption{
-				common.ResolverEnvOption(&mutation.DynamicTypeResolver{}),
-				environment.UnversionedLib(library.JSONPatch),
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("environment misconfigured: %w", err)
-		}
-	}
 	return env, nil
+}
+
+// withPatchTypes extends the environment of a combination without patch
+// types with upstream's hasPatchTypes: Object types for ApplyConfiguration
+// and JSONPatch, and jsonpatch.escapeKey. Upstream builds that layer on top
+// of the same one, for every policy.
+func withPatchTypes(env func() (*environment.EnvSet, error)) (*environment.EnvSet, error) {
+	base, err := env()
+	if err != nil {
+		return nil, err
+	}
+	patched, err := base.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions: []cel.EnvOption{
+			common.ResolverEnvOption(&mutation.DynamicTypeResolver{}),
+			environment.UnversionedLib(library.JSONPatch),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("environment misconfigured: %w", err)
+	}
+	return patched, nil
 }
 
 // composited is upstream's CompositedCompiler on the environment of opts:
