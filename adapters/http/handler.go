@@ -84,6 +84,7 @@ var _ http.Handler = (*Handler)(nil)
 // New returns a handler over e that logs to log.
 func New(e Engine, log zerolog.Logger, opts ...Option) *Handler {
 	h := &Handler{engine: e, log: log, metrics: metrics.Nop{}}
+	h.bodies.New = func() any { return new(bytes.Buffer) }
 	for _, o := range opts {
 		o(h)
 	}
@@ -259,10 +260,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	defer cancel()
 
-	buf, _ := h.bodies.Get().(*bytes.Buffer)
-	if buf == nil {
-		buf = new(bytes.Buffer)
-	}
+	buf := h.bodies.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer h.putBody(buf)
 	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
