@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -102,11 +103,11 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		evaluator E
 		errs      []*validate.ExpressionError
 	}
-	// Mutating policies need client-go's schema of the built-in kinds, whose
-	// parse takes longer than compiling most bundles: it runs while the
-	// policies compile.
+	// ApplyConfiguration mutations need client-go's schema of the built-in
+	// kinds, whose parse takes longer than compiling most bundles: it runs
+	// while the policies compile. JSON Patches never read it.
 	var warm sync.WaitGroup
-	if len(b.MutatingPolicies) > 0 {
+	if slices.ContainsFunc(b.MutatingPolicies, mutate.NeedsSchema) {
 		warm.Go(mutate.Warm)
 	}
 	// Policies compile independently, on every CPU (CEL environments are

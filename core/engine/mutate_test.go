@@ -320,8 +320,20 @@ func TestMutateFailures(t *testing.T) {
 		name:   "JSON Patch adding a field the kind does not have is an internal error, whatever failurePolicy",
 		bundle: mapPolicy("unknown", "Ignore", jsonPatchOf(`[JSONPatch{op: "add", path: "/spec", value: {"replicas": 3}}]`)),
 		deny:   true, code: 500, reason: "InternalError",
-		want:   "Internal error occurred: JSON Patch result is not a valid ConfigMap: .spec: field not declared in schema",
+		want:   `Internal error occurred: strict decoding error: unknown field "spec"`,
 		failed: []string{"unknown"},
+	}, {
+		name:   "JSON Patch giving a field a value of the wrong type is an internal error, whatever failurePolicy",
+		bundle: mapPolicy("wrongtype", "Ignore", jsonPatchOf(`[JSONPatch{op: "add", path: "/immutable", value: "yes"}]`)),
+		deny:   true, code: 500, reason: "InternalError",
+		want:   `Internal error occurred: json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool`,
+		failed: []string{"wrongtype"},
+	}, {
+		name:   "JSON Patch with a malformed value is an internal error",
+		bundle: mapPolicy("badtime", "Fail", jsonPatchOf(`[JSONPatch{op: "add", path: "/metadata/creationTimestamp", value: "yesterday"}]`)),
+		deny:   true, code: 500, reason: "InternalError",
+		want:   `Internal error occurred: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`,
+		failed: []string{"badtime"},
 	}, {
 		name:   "a failed JSON Patch test leaves the object alone",
 		bundle: mapPolicy("guarded", "Fail", jsonPatchOf(`[JSONPatch{op: "test", path: "/data/k", value: "other"}, JSONPatch{op: "add", path: "/data/x", value: "y"}]`)),

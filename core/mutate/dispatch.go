@@ -2,20 +2,24 @@ package mutate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/admitfn/admitfn/core/validate"
 )
@@ -43,13 +47,15 @@ type Dispatcher struct {
 }
 
 // NewDispatcher builds a dispatcher.
-func NewDispatcher() *Dispatcher {
+func NewDispatcher() *Dispatcher { return newDispatcher(newTypeConverters()) }
+
+func newDispatcher(tc *typeConverters) *Dispatcher {
 	m := matching.NewMatcher(validate.NamespaceLister(), nil)
 	return &Dispatcher{
 		// The dispatcher exposes its authorizer to CEL; admitfn's activation
 		// never resolves `authorizer`, so this one is never asked. It is
 		// there because upstream wraps whatever it is given.
-		upstream: mutating.NewDispatcher(noAuthorizer{}, m, newTypeConverters()),
+		upstream: mutating.NewDispatcher(noAuthorizer{}, m, tc),
 		// An empty scheme: objects arrive in the version the webhook asked
 		// for (no conversion) and are unstructured (no defaulting; the
 		// apiserver defaults the patched object itself).
@@ -89,12 +95,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, attrs *validate.Attributes, h
 }
 
 // checked wraps one of upstream's patchers. It records failures for the
-// review's log line, and checks a JSON Patch result against the kind's
-// schema: in-cluster the patched object is decoded strictly into its Go type
-// and an unknown field or a wrong type is an internal error that fails the
-// request whatever the failurePolicy; admitfn holds objects unstructured, so
-// it asks the type converter instead (custom resources always pass;
-// duplicate list keys, which a decode accepts, are allowed).
+// review's log line, and decodes a JSON Patch result as kube-apiserver does
+// (see decodeStrictly).
 type checked struct {
 	patch.Patcher
 	policy    string
@@ -103,15 +105,44 @@ type checked struct {
 
 func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runtime.Object, error) {
 	obj, err := c.Patcher.Patch(ctx, r, budget)
-	if err == nil && c.jsonPatch && r.TypeConverter != nil {
-		if _, terr := r.TypeConverter.ObjectToTyped(obj, typed.AllowDuplicates); terr != nil {
-			err = k8serrors.NewInternalError(fmt.Errorf("JSON Patch result is not a valid %s: %w", r.VersionedAttributes.VersionedKind.Kind, terr))
-		}
+	if err == nil && c.jsonPatch {
+		err = decodeStrictly(obj, r.VersionedAttributes.VersionedKind)
 	}
 	if err != nil {
 		validate.TraceFailure(ctx, c.policy)
 	}
 	return obj, err
+}
+
+// strictJSON is the serializer upstream's JSON Patch mutation decodes its
+// result with, over client-go's scheme of the built-in kinds.
+var strictJSON = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{Strict: true})
+
+// decodeStrictly decodes the result of a JSON Patch as kube-apiserver does.
+// In-cluster a built-in object is held in its Go type, and the patched JSON
+// is decoded strictly into that type: an unknown field, a wrong type or a
+// malformed value (a quantity, a time) is an internal error that fails the
+// request whatever the failurePolicy, with the decoder's message. admitfn
+// holds objects unstructured; it encodes the result and decodes it into the
+// kind's Go type to the same end. A custom resource is unstructured
+// in-cluster too, and is not checked.
+func decodeStrictly(obj runtime.Object, gvk schema.GroupVersionKind) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !scheme.Scheme.Recognizes(gvk) {
+		return nil
+	}
+	into, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return k8serrors.NewInternalError(err)
+	}
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return k8serrors.NewInternalError(err)
+	}
+	if _, _, err := strictJSON.Decode(data, nil, into); err != nil {
+		return k8serrors.NewInternalError(err)
+	}
+	return nil
 }
 
 // noAuthorizer has no opinion and says why.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"sync"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
 // typeConverters gives upstream's patchers the schema of a kind:
@@ -24,6 +27,7 @@ import (
 //     there, and setting it is refused ("may not mutate atomic arrays");
 //     admitfn cannot know, so it replaces. JSONPatch works on anything.
 type typeConverters struct {
+	builtin func() managedfields.TypeConverter // builtinConverter; tests count its calls
 	deduced managedfields.TypeConverter
 	known   sync.Map // schema.GroupVersionKind → bool (built in)
 }
@@ -31,27 +35,49 @@ type typeConverters struct {
 var _ patch.TypeConverterManager = (*typeConverters)(nil)
 
 // builtinConverter parses client-go's OpenAPI schema, some 7 MiB of heap
-// and tens of milliseconds: only bundles with mutating policies pay for it
-// (see Warm).
+// and tens of milliseconds: only bundles with ApplyConfiguration mutations
+// pay for it (see Warm and NeedsSchema).
 var builtinConverter = sync.OnceValue(func() managedfields.TypeConverter {
 	return applyconfigurations.NewTypeConverter(scheme.Scheme)
 })
 
 func newTypeConverters() *typeConverters {
-	return &typeConverters{deduced: managedfields.NewDeducedTypeConverter()}
+	return &typeConverters{builtin: builtinConverter, deduced: managedfields.NewDeducedTypeConverter()}
 }
 
 // Warm parses the built-in schema now rather than on the first mutating
-// review. Engines serving mutating policies call it when they are built.
+// review. Engines serving a policy that NeedsSchema call it when they are
+// built.
 func Warm() { builtinConverter() }
+
+// NeedsSchema reports whether p has an ApplyConfiguration mutation, whose
+// merge needs the schema of the object's kind. A JSON Patch applies to the
+// object as it is and its result is decoded into the kind's Go type, as
+// kube-apiserver decodes it: no schema.
+func NeedsSchema(p *admissionregistrationv1.MutatingAdmissionPolicy) bool {
+	for _, m := range p.Spec.Mutations {
+		if m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration {
+			return true
+		}
+	}
+	return false
+}
 
 // Run implements patch.TypeConverterManager: there is nothing to refresh.
 func (t *typeConverters) Run(context.Context) {}
 
-// GetTypeConverter implements patch.TypeConverterManager.
+// GetTypeConverter implements patch.TypeConverterManager. Upstream's
+// dispatcher asks for a converter before every mutation, of either patch
+// type, but only an ApplyConfiguration uses it: the converter returned
+// chooses between the built-in schema and a deduced one when it is first
+// used, so a JSON Patch never parses the built-in schema.
 func (t *typeConverters) GetTypeConverter(gvk schema.GroupVersionKind) managedfields.TypeConverter {
+	return lazyConverter{t: t, gvk: gvk}
+}
+
+func (t *typeConverters) converter(gvk schema.GroupVersionKind) managedfields.TypeConverter {
 	if t.isBuiltin(gvk) {
-		return builtinConverter()
+		return t.builtin()
 	}
 	return t.deduced
 }
@@ -62,7 +88,21 @@ func (t *typeConverters) isBuiltin(gvk schema.GroupVersionKind) bool {
 	}
 	stub := &unstructured.Unstructured{}
 	stub.SetGroupVersionKind(gvk)
-	_, err := builtinConverter().ObjectToTyped(stub)
+	_, err := t.builtin().ObjectToTyped(stub)
 	t.known.Store(gvk, err == nil)
 	return err == nil
+}
+
+// lazyConverter is the converter of one kind, chosen on first use.
+type lazyConverter struct {
+	t   *typeConverters
+	gvk schema.GroupVersionKind
+}
+
+func (c lazyConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	return c.t.converter(c.gvk).ObjectToTyped(obj, opts...)
+}
+
+func (c lazyConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return c.t.converter(c.gvk).TypedToObject(v)
 }
