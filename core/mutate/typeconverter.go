@@ -3,6 +3,7 @@ package mutate
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,16 +39,24 @@ var _ patch.TypeConverterManager = (*typeConverters)(nil)
 // and tens of milliseconds: only bundles with ApplyConfiguration mutations
 // pay for it (see Warm and NeedsSchema).
 var builtinConverter = sync.OnceValue(func() managedfields.TypeConverter {
+	defer schemaParsed.Store(true)
 	return applyconfigurations.NewTypeConverter(scheme.Scheme)
 })
+
+var schemaParsed atomic.Bool
+
+// SchemaParsed reports whether the built-in schema has been parsed (see
+// Warm).
+func SchemaParsed() bool { return schemaParsed.Load() }
 
 func newTypeConverters() *typeConverters {
 	return &typeConverters{builtin: builtinConverter, deduced: managedfields.NewDeducedTypeConverter()}
 }
 
-// Warm parses the built-in schema now rather than on the first mutating
-// review. Engines serving a policy that NeedsSchema call it when they are
-// built.
+// Warm parses the built-in schema now rather than on the first review that
+// needs it, and returns when it is parsed (at once if it was). Engines
+// serving a policy that NeedsSchema start it in the background when they
+// are built.
 func Warm() { builtinConverter() }
 
 // NeedsSchema reports whether p has an ApplyConfiguration mutation, whose

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/metrics"
@@ -130,6 +132,14 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// the function's resident memory is what serving needs (it is
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			debug.FreeOSMemory()
+			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Bundle().MutatingPolicies, mutate.NeedsSchema) {
+				// engine.New left the parse of client-go's schema running in
+				// the background; its garbage goes back when it is done.
+				go func() {
+					mutate.Warm()
+					debug.FreeOSMemory()
+				}()
+			}
 		},
 	}
 	if c.Fallback != "" {
