@@ -26,6 +26,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/admitfn/admitfn/internal/parallel"
 )
 
 // The policy API versions the bundle accepts. v1beta1 and v1 of
@@ -161,30 +163,56 @@ func Parse(sources []Source) (*Bundle, error) {
 	}
 	var params []pendingParam
 
+	// Documents decode on every CPU; they are added, and their errors
+	// listed, in bundle order.
+	type document struct {
+		origin Origin
+		data   []byte
+		err    error // the file's, when it does not split into documents
+	}
+	type decoded struct {
+		objs []object
+		err  error
+	}
+	var docs []document
 	for _, src := range sources {
-		docs, err := splitDocuments(src.Data)
+		split, err := splitDocuments(src.Data)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", src.Name, err))
+			docs = append(docs, document{err: fmt.Errorf("%s: %w", src.Name, err)})
 			continue
 		}
-		for i, doc := range docs {
-			origin := Origin{File: src.Name, Document: i + 1}
-			if doc == nil {
+		for i, doc := range split {
+			if doc != nil {
+				docs = append(docs, document{origin: Origin{File: src.Name, Document: i + 1}, data: doc})
+			}
+		}
+	}
+	for i, d := range parallel.Map(docs, func(d document) decoded {
+		if d.err != nil {
+			return decoded{err: d.err}
+		}
+		objs, err := decodeDocument(d.data)
+		if err != nil {
+			return decoded{err: fmt.Errorf("%s: %w", d.origin, err)}
+		}
+		out := make([]object, len(objs))
+		for i, obj := range objs {
+			out[i] = decodeObject(obj)
+		}
+		return decoded{objs: out}
+	}) {
+		if d.err != nil {
+			errs = append(errs, d.err)
+			continue
+		}
+		origin := docs[i].origin
+		for _, o := range d.objs {
+			if o.kind == "" {
+				params = append(params, pendingParam{o.obj, origin})
 				continue
 			}
-			objs, err := decodeDocument(doc)
-			if err != nil {
+			if err := b.add(o, origin); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", origin, err))
-				continue
-			}
-			for _, obj := range objs {
-				if err := b.add(obj, origin); err != nil {
-					if errors.Is(err, errNotPolicyKind) {
-						params = append(params, pendingParam{obj, origin})
-						continue
-					}
-					errs = append(errs, fmt.Errorf("%s: %w", origin, err))
-				}
 			}
 		}
 	}
@@ -228,44 +256,69 @@ func qualifiedName(ns, name string) string {
 	return ns + "/" + name
 }
 
-var errNotPolicyKind = errors.New("not a policy kind")
+// object is one object of a document: a policy or binding decoded strictly
+// and defaulted, or (kind "") anything else, which may be a param object.
+type object struct {
+	obj   *unstructured.Unstructured
+	kind  string
+	typed interface{ GetName() string }
+	err   error
+}
 
-// add decodes a policy or binding strictly (unknown fields are errors, as with
-// kubectl's default strict field validation) and defaults it.
-func (b *Bundle) add(obj *unstructured.Unstructured, origin Origin) error {
+// decodeObject decodes a policy or binding strictly (unknown fields are
+// errors, as with kubectl's default strict field validation) and defaults
+// it. It is safe for concurrent use.
+func decodeObject(obj *unstructured.Unstructured) object {
 	if !policyGroupVersions[obj.GetAPIVersion()] {
-		return errNotPolicyKind
+		return object{obj: obj}
 	}
 	kind := obj.GetKind()
-	var (
-		into  interface{ GetName() string }
-		store func()
-	)
+	var into interface{ GetName() string }
+	var setDefaults func()
 	switch kind {
 	case "ValidatingAdmissionPolicy":
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		into, store = p, func() { DefaultPolicy(p); b.Policies = append(b.Policies, p) }
+		into, setDefaults = p, func() { DefaultPolicy(p) }
 	case "ValidatingAdmissionPolicyBinding":
 		pb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-		into, store = pb, func() { DefaultBinding(pb); b.Bindings = append(b.Bindings, pb) }
+		into, setDefaults = pb, func() { DefaultBinding(pb) }
 	case "MutatingAdmissionPolicy":
 		p := &admissionregistrationv1.MutatingAdmissionPolicy{}
-		into, store = p, func() { DefaultMutatingPolicy(p); b.MutatingPolicies = append(b.MutatingPolicies, p) }
+		into, setDefaults = p, func() { DefaultMutatingPolicy(p) }
 	case "MutatingAdmissionPolicyBinding":
 		pb := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
-		into, store = pb, func() { DefaultMutatingBinding(pb); b.MutatingBindings = append(b.MutatingBindings, pb) }
+		into, setDefaults = pb, func() { DefaultMutatingBinding(pb) }
 	default:
-		return errNotPolicyKind
+		return object{obj: obj}
 	}
 	if err := strictDecode(obj, into); err != nil {
-		return fmt.Errorf("%s: %w", kind, err)
+		return object{obj: obj, kind: kind, err: fmt.Errorf("%s: %w", kind, err)}
 	}
-	key := kind + "/" + into.GetName()
-	if prev, dup := b.Origins[key]; dup && into.GetName() != "" {
-		return fmt.Errorf("%s %q is already defined at %s", kind, into.GetName(), prev)
+	setDefaults()
+	return object{obj: obj, kind: kind, typed: into}
+}
+
+// add adds a decoded policy or binding, unless one of its kind and name is
+// there already.
+func (b *Bundle) add(o object, origin Origin) error {
+	if o.err != nil {
+		return o.err
+	}
+	key := o.kind + "/" + o.typed.GetName()
+	if prev, dup := b.Origins[key]; dup && o.typed.GetName() != "" {
+		return fmt.Errorf("%s %q is already defined at %s", o.kind, o.typed.GetName(), prev)
 	}
 	b.Origins[key] = origin
-	store()
+	switch t := o.typed.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		b.Policies = append(b.Policies, t)
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		b.Bindings = append(b.Bindings, t)
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		b.MutatingPolicies = append(b.MutatingPolicies, t)
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		b.MutatingBindings = append(b.MutatingBindings, t)
+	}
 	return nil
 }
 
