@@ -182,6 +182,8 @@ func mutatingCases() []mutatingCase {
 			requests: []parityRequest{create(cm("u", nil))}},
 		{name: "jsonpatch-wrong-type", bundle: mutating("jsonpatch-wrong-type", "failurePolicy: Ignore\n"+cmCreateUpdate+patchOps(`[JSONPatch{op: "add", path: "/immutable", value: "yes"}]`), ""),
 			requests: []parityRequest{create(cm("w", nil))}},
+		{name: "jsonpatch-malformed-quantity", bundle: mutating("jsonpatch-malformed-quantity", podCreate+patchOps(`[JSONPatch{op: "add", path: "/spec/containers/0/resources", value: {"limits": {"cpu": "lots"}}}]`), ""),
+			requests: []parityRequest{create(podDoc("q"))}},
 		{name: "jsonpatch-malformed-time", bundle: mutating("jsonpatch-malformed-time", cmCreateUpdate+patchOps(`[JSONPatch{op: "add", path: "/metadata/creationTimestamp", value: "yesterday"}]`), ""),
 			requests: []parityRequest{create(cm("t", nil))}},
 		{name: "authorizer", bundle: mutating("authorizer", cmCreateUpdate+apply(`Object{data: {"may": string(authorizer.group("").resource("secrets").namespace(object.metadata.namespace).check("list").allowed())}}`), ""),

@@ -107,3 +107,45 @@ func TestOnlyApplyConfigurationsReadTheSchema(t *testing.T) {
 		t.Error("apply: merged without the built-in schema")
 	}
 }
+
+// A JSON Patch result is decoded into the kind's Go type as kube-apiserver
+// decodes it: a malformed quantity, which a schema check let through, is an
+// internal error with the decoder's message (as in the e2e parity case
+// jsonpatch-malformed-quantity).
+func TestJSONPatchResultsDecodeStrictly(t *testing.T) {
+	b, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: quantity}
+spec:
+  reinvocationPolicy: Never
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/containers/0/resources", value: {"limits": {"cpu": "lots"}}}]'
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.MutatingPolicy("quantity")
+	e, errs := Compile(validate.NewCompiler(), p)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	req, err := review.Decode([]byte(podReview))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "quantity"}, Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "quantity"}}
+	res, err := NewDispatcher().Dispatch(context.Background(), validate.NewAttributes(req), []Hook{NewHook(p, []*admissionregistrationv1.MutatingAdmissionPolicyBinding{binding}, e, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Internal error occurred: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+	if res.Allowed || res.Status == nil || res.Status.Code != 500 || res.Status.Reason != metav1.StatusReasonInternalError || res.Status.Message != want {
+		t.Errorf("got allowed=%v status %+v, want a 500 InternalError %q (failurePolicy Ignore does not apply)", res.Allowed, res.Status, want)
+	}
+}
