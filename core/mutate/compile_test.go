@@ -123,8 +123,14 @@ func TestCompileVariablesInMutations(t *testing.T) {
 
 func dispatch(t *testing.T, p *admissionregistrationv1.MutatingAdmissionPolicy, e mutating.PolicyEvaluator) mutate.Result {
 	t.Helper()
+	return dispatchWith(t, mutate.NewDispatcher(), p, e)
+}
+
+// dispatchWith applies p, bound once, to the Pod of podReview with d.
+func dispatchWith(t *testing.T, d *mutate.Dispatcher, p *admissionregistrationv1.MutatingAdmissionPolicy, e mutating.PolicyEvaluator) mutate.Result {
+	t.Helper()
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: p.Name}}
-	res, err := mutate.NewDispatcher().Dispatch(context.Background(), validate.NewAttributes(pod(t)), []mutate.Hook{mutate.NewHook(p, []*admissionregistrationv1.MutatingAdmissionPolicyBinding{binding}, e, nil)})
+	res, err := d.Dispatch(context.Background(), validate.NewAttributes(pod(t)), []mutate.Hook{mutate.NewHook(p, []*admissionregistrationv1.MutatingAdmissionPolicyBinding{binding}, e, nil)})
 	if err != nil {
 		t.Fatalf("%s: %v", p.Name, err)
 	}

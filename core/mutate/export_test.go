@@ -1,0 +1,18 @@
+package mutate
+
+import (
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/util/managedfields"
+)
+
+// NewDispatcherCountingSchema is NewDispatcher, with every use of the
+// built-in schema counted in n.
+func NewDispatcherCountingSchema(n *atomic.Int32) *Dispatcher {
+	tc := newTypeConverters()
+	tc.builtin = func() managedfields.TypeConverter {
+		n.Add(1)
+		return builtinConverter()
+	}
+	return newDispatcher(tc)
+}
