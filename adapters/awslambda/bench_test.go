@@ -1,0 +1,84 @@
+package awslambda
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/rs/zerolog"
+
+	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/soak"
+)
+
+// BenchmarkGoldenEvents: the example bundle's golden reviews served by the
+// HTTP handler alone (handler), then each inside a Function URL event
+// through aws-lambda-go's invoke path (invoke). invoke ÷ handler is what the
+// Lambda transport adds to a warm invocation: reading the event, building
+// the request, encoding the event response.
+func BenchmarkGoldenEvents(b *testing.B) {
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases, err := soak.ExampleCases("../http/testdata", "../../policies/examples")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, err := os.ReadFile("testdata/function-url-deny.event.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	payloads := make([][]byte, len(cases))
+	for i, c := range cases {
+		var ev map[string]any
+		if err := json.Unmarshal(tmpl, &ev); err != nil {
+			b.Fatal(err)
+		}
+		ev["rawPath"], ev["body"] = c.Route, string(c.Body)
+		ev["requestContext"].(map[string]any)["http"].(map[string]any)["path"] = c.Route
+		if payloads[i], err = json.Marshal(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	log := zerolog.New(io.Discard)
+	hh := httpadapter.New(eng, log)
+	b.Run("handler", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c := cases[i%len(cases)]
+			i++
+			r := httptest.NewRequest(http.MethodPost, c.Route, bytes.NewReader(c.Body))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			hh.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				b.Fatalf("%s: HTTP %d", c.Name, w.Code)
+			}
+		}
+	})
+	lh := lambda.NewHandler(New(hh, log))
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "bench"})
+	b.Run("invoke", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c, p := cases[i%len(cases)], payloads[i%len(payloads)]
+			i++
+			out, err := lh.Invoke(ctx, p)
+			if err != nil || !bytes.HasPrefix(out, []byte(`{"statusCode":200,`)) {
+				b.Fatalf("%s: %v %.100s", c.Name, err, out)
+			}
+		}
+	})
+}
