@@ -161,16 +161,22 @@ func TestGoldenReviewsMatchTheServer(t *testing.T) {
 func TestNotAnHTTPEventIsAFunctionError(t *testing.T) {
 	var logs bytes.Buffer
 	h := examplesHandler(t, &logs)
-	for name, payload := range map[string]string{
-		"s3 notification": `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put"}]}`,
-		"scalar":          `"hello"`,
-		"array":           `[1,2]`,
-		"empty object":    `{}`,
+	const notHTTP = "not an HTTP event: want a Function URL or API Gateway event (payload 2.0 or 1.0)"
+	const notObject = "not an HTTP event: the payload is not a JSON object"
+	for name, tc := range map[string]struct{ payload, err string }{
+		"s3 notification":          {`{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put"}]}`, notHTTP},
+		"scalar":                   {`"hello"`, notObject},
+		"array":                    {`[1,2]`, notObject},
+		"empty object":             {`{}`, notHTTP},
+		"no JSON":                  {`{"version":"2.0",`, notObject},
+		"method of the wrong type": {`{"httpMethod":["POST"]}`, notHTTP},
 	} {
-		out, err := invoke(t, h, "req-1", time.Second, []byte(payload))
+		// Straight to Invoke: aws-lambda-go's path would refuse the payload
+		// that is no JSON before the handler sees it.
+		out, err := h.Invoke(context.Background(), []byte(tc.payload))
 		var ee *EventError
-		if !errors.As(err, &ee) || out != nil {
-			t.Errorf("%s: got %s, %v; want an EventError", name, out, err)
+		if !errors.As(err, &ee) || out != nil || err.Error() != tc.err {
+			t.Errorf("%s: got %s, %v; want the EventError %q", name, out, err, tc.err)
 		}
 	}
 	// aws-lambda-go rejects a payload that is no JSON before the handler.

@@ -99,10 +99,17 @@ func TestHostileEvents(t *testing.T) {
 
 		// Payloads that are no HTTP event.
 		{"2.0 without a method", v2, func(t *testing.T, ev map[string]any) { delete(ev["requestContext"].(map[string]any), "http") }, 0, "want a Function URL or API Gateway event (payload 2.0 or 1.0)"},
-		{"headers of the wrong type", v2, func(t *testing.T, ev map[string]any) { ev["headers"] = []any{"content-type"} }, 0, "malformed payload 2.0 event: json: cannot unmarshal array into Go struct field APIGatewayV2HTTPRequest.headers of type map[string]string"},
+		{"headers of the wrong type", v2, func(t *testing.T, ev map[string]any) { ev["headers"] = []any{"content-type"} }, 0, "malformed payload 2.0 event: headers is a JSON array, want an object"},
 		{"body of the wrong type", v1, func(t *testing.T, ev map[string]any) {
 			ev["body"] = map[string]any{"apiVersion": "admission.k8s.io/v1"}
-		}, 0, "malformed payload 1.0 event: json: cannot unmarshal object into Go struct field APIGatewayProxyRequest.body of type string"},
+		}, 0, "malformed payload 1.0 event: body is a JSON object, want a string"},
+		{"2.0 request context field of the wrong type", v2, func(t *testing.T, ev map[string]any) {
+			ev["requestContext"].(map[string]any)["http"].(map[string]any)["sourceIp"] = 7
+		}, 0, "malformed payload 2.0 event: requestContext.http.sourceIp is a JSON number, want a string"},
+		{"1.0 request context field of the wrong type", v1, func(t *testing.T, ev map[string]any) {
+			ev["requestContext"].(map[string]any)["identity"] = "me"
+		}, 0, "malformed payload 1.0 event: requestContext.identity is a JSON string, want an object"},
+		{"2.0 request context that is no object", v2, func(t *testing.T, ev map[string]any) { ev["requestContext"] = []any{} }, 0, "want a Function URL or API Gateway event (payload 2.0 or 1.0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := fixture(t, tc.event)
