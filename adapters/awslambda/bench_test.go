@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -58,12 +57,8 @@ func BenchmarkGoldenEvents(b *testing.B) {
 		for b.Loop() {
 			c := cases[i%len(cases)]
 			i++
-			r := httptest.NewRequest(http.MethodPost, c.Route, bytes.NewReader(c.Body))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			hh.ServeHTTP(w, r)
-			if w.Code != http.StatusOK {
-				b.Fatalf("%s: HTTP %d", c.Name, w.Code)
+			if code, body := c.ServeIn(hh); code != http.StatusOK {
+				b.Fatalf("%s: HTTP %d: %s", c.Name, code, body)
 			}
 		}
 	})

@@ -1,10 +1,8 @@
 package http
 
 import (
-	"bytes"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -53,12 +51,8 @@ func benchmarkGolden(b *testing.B, keep func(soak.Case) bool) {
 	for b.Loop() {
 		c := cases[i%len(cases)]
 		i++
-		r := httptest.NewRequest(http.MethodPost, c.Route, bytes.NewReader(c.Body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusOK {
-			b.Fatalf("%s: HTTP %d: %s", c.Name, w.Code, w.Body)
+		if code, body := c.ServeIn(h); code != http.StatusOK {
+			b.Fatalf("%s: HTTP %d: %s", c.Name, code, body)
 		}
 	}
 }
