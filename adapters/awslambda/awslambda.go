@@ -74,6 +74,8 @@ func New(h http.Handler, log zerolog.Logger) *Handler {
 // of both. An event is mostly its escaped body; telling the formats apart
 // and then decoding the event as aws-lambda-go's type of its format read it
 // twice, and a warm invocation took 12% longer (BenchmarkGoldenEvents).
+// A field of the wrong type fails the event, even one its format lacks;
+// fields admitfn does not read are not checked.
 type httpEvent struct {
 	Version               string            `json:"version"`
 	Headers               map[string]string `json:"headers"`
