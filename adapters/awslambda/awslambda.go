@@ -129,10 +129,8 @@ func jsonKind(t reflect.Type) string {
 		return "a boolean"
 	case reflect.Map, reflect.Struct:
 		return "an object"
-	case reflect.Slice, reflect.Array:
+	case reflect.Slice:
 		return "an array"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
 	default:
 		return "a number"
 	}

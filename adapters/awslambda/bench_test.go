@@ -11,11 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/rs/zerolog"
 
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/internal/soak"
 )
 
@@ -25,10 +21,7 @@ import (
 // Lambda transport adds to a warm invocation: reading the event, building
 // the request, encoding the event response.
 func BenchmarkGoldenEvents(b *testing.B) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
-	if err != nil {
-		b.Fatal(err)
-	}
+	lambdaHandler := examplesHandler(b, io.Discard)
 	cases, err := soak.ExampleCases("../http/testdata", "../../policies/examples")
 	if err != nil {
 		b.Fatal(err)
@@ -49,8 +42,7 @@ func BenchmarkGoldenEvents(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	log := zerolog.New(io.Discard)
-	hh := httpadapter.New(eng, log)
+	hh := lambdaHandler.http
 	b.Run("handler", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
@@ -62,7 +54,7 @@ func BenchmarkGoldenEvents(b *testing.B) {
 			}
 		}
 	})
-	lh := lambda.NewHandler(New(hh, log))
+	lh := lambda.NewHandler(lambdaHandler)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "bench"})
 	b.Run("invoke", func(b *testing.B) {
 		b.ReportAllocs()

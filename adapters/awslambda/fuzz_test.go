@@ -4,26 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
-
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // FuzzInvoke: any payload is an HTTP response of its trigger's format or
 // an EventError; never a panic.
 func FuzzInvoke(f *testing.F) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
-	if err != nil {
-		f.Fatal(err)
-	}
-	h := New(httpadapter.New(eng, zerolog.Nop()), zerolog.Nop())
+	h := examplesHandler(f, io.Discard)
 	events, _ := filepath.Glob("testdata/*.event.json")
 	for _, name := range events {
 		b, err := os.ReadFile(name)
