@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,7 +181,10 @@ func jsonErrorText(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("syntax error at offset %d", syn.Offset)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q: cannot decode JSON %s into %s", typ.Field, typ.Value, typ.Type)
+		// Value is the JSON kind, and for a number its digits too
+		// ("number 1e400"): only the kind is said.
+		kind, _, _ := strings.Cut(typ.Value, " ")
+		return fmt.Sprintf("field %q: cannot decode JSON %s into %s", typ.Field, kind, typ.Type)
 	default:
 		return "cannot decode"
 	}

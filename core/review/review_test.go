@@ -36,6 +36,7 @@ func TestDecode(t *testing.T) {
 		{name: "missing operation", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}`, wantErr: "malformed AdmissionReview: request.operation is missing"},
 		{name: "missing kind", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE"}}`, wantErr: "malformed AdmissionReview: request.kind and request.resource are required"},
 		{name: "object is a string", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":"secret-data"}}`, wantErr: "malformed AdmissionReview: request.object is not a JSON object"},
+		{name: "number beyond float64", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":{"n":1e400}}}`, wantErr: `malformed AdmissionReview: request.object: field "": cannot decode JSON number into float64`},
 		{name: "oldObject is an array", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"oldObject":[1]}}`, wantErr: "malformed AdmissionReview: request.oldObject is not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
