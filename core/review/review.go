@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	kjson "sigs.k8s.io/json"
 )
 
 // The AdmissionReview versions kube-apiserver sends.
@@ -57,11 +56,12 @@ func malformed(format string, args ...any) error {
 // Decode parses an AdmissionReview body. Every error wraps ErrMalformed.
 //
 // A body is parsed once: the typed request and its objects (as the
-// unstructured maps CEL reads) in one pass, by util/json's case-sensitive
-// decoder. Whatever that pass does not take exactly as written (a syntax
-// error, a type mismatch, a field name in another case, which encoding/json
-// would match, an unknown field, a key given twice) is decoded again by the
-// plain path, whose errors are the ones users see.
+// unstructured maps CEL reads) in one pass (decodeOnce). Whatever that pass
+// does not take exactly as written (a syntax error, a type mismatch, a field
+// name in another case, which encoding/json would match, an unknown field, a
+// key given twice, a string that is not valid UTF-8) is decoded again by the
+// plain path, encoding/json and util/json as kube-apiserver's own code
+// decodes, whose errors are the ones users see.
 func Decode(body []byte) (*Request, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, malformed("empty body")
@@ -74,47 +74,6 @@ func Decode(body []byte) (*Request, error) {
 
 // errTryPlain: decodeOnce leaves the body to decodePlain.
 var errTryPlain = errors.New("decode the plain way")
-
-// onceEnvelope is the wire shape decodeOnce reads: the request's objects go
-// straight to maps, in place of the typed request's raw bytes.
-type onceEnvelope struct {
-	APIVersion string       `json:"apiVersion"`
-	Kind       string       `json:"kind"`
-	Request    *onceRequest `json:"request"`
-}
-
-type onceRequest struct {
-	admissionv1.AdmissionRequest
-	Object    map[string]any `json:"object"`
-	OldObject map[string]any `json:"oldObject"`
-	Options   map[string]any `json:"options"`
-}
-
-// decodeOnce is Decode's single-parse path. It decodes as util/json does
-// (integers stay int64, field names match only in their own case) and
-// strictly: a key given twice (encoding/json would merge two objects given
-// for one field, where a map keeps the last) or a field the types do not
-// have (it may be one in another case) leaves the body to the plain path.
-func decodeOnce(body []byte) (*Request, error) {
-	var env onceEnvelope
-	if strict, err := kjson.UnmarshalStrict(body, &env); err != nil || len(strict) > 0 || env.Request == nil {
-		return nil, errTryPlain
-	}
-	typed := envelope{APIVersion: env.APIVersion, Kind: env.Kind, Request: &env.Request.AdmissionRequest}
-	if err := typed.check(); err != nil {
-		return nil, err
-	}
-	r := &Request{APIVersion: env.APIVersion, AdmissionRequest: typed.Request}
-	for _, o := range []struct {
-		m   map[string]any
-		dst **unstructured.Unstructured
-	}{{env.Request.Object, &r.Object}, {env.Request.OldObject, &r.OldObject}, {env.Request.Options, &r.Options}} {
-		if o.m != nil {
-			*o.dst = &unstructured.Unstructured{Object: o.m}
-		}
-	}
-	return r, nil
-}
 
 // decodePlain decodes the typed review, then its objects.
 func decodePlain(body []byte) (*Request, error) {

@@ -36,7 +36,6 @@ func TestDecode(t *testing.T) {
 		{name: "missing operation", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}`, wantErr: "malformed AdmissionReview: request.operation is missing"},
 		{name: "missing kind", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE"}}`, wantErr: "malformed AdmissionReview: request.kind and request.resource are required"},
 		{name: "object is a string", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":"secret-data"}}`, wantErr: "malformed AdmissionReview: request.object is not a JSON object"},
-		{name: "number beyond float64", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":{"n":1e400}}}`, wantErr: `malformed AdmissionReview: request.object: field "": cannot decode JSON number into float64`},
 		{name: "oldObject is an array", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"oldObject":[1]}}`, wantErr: "malformed AdmissionReview: request.oldObject is not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,6 +134,56 @@ func TestDecodePathsAgree(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		assertSameRequest(t, f, once, body)
+	}
+
+	// Every field of the request, and numbers at the edges of int64 and
+	// float64, on the single-parse path.
+	full := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{` +
+		`"uid":"u-2","kind":{"group":"apps","version":"v1","kind":"Scale"},"resource":{"group":"apps","version":"v1","resource":"deployments"},` +
+		`"subResource":"scale","requestKind":{"group":"apps","version":"v1beta1","kind":"Scale"},` +
+		`"requestResource":{"group":"apps","version":"v1beta1","resource":"deployments"},"requestSubResource":"scale",` +
+		`"name":"web","namespace":"prod","operation":"UPDATE",` +
+		`"userInfo":{"username":"system:serviceaccount:ci:deployer","uid":"sa-1","groups":["system:serviceaccounts","system:authenticated"],` +
+		`"extra":{"authentication.kubernetes.io/pod-name":["runner-0"],"scopes":[]}},` +
+		`"object":{"spec":{"replicas":3},"n":[-0,1.0,1e2,1E-2,-9223372036854775808,9223372036854775807,9223372036854775808,-9223372036854775809,1e-400,123456789012345678901234567890],` +
+		`"s":"caf\u00e9 \ud83d\ude00 \"q\" \\","e":{},"a":[],"z":null,"t":true,"f":false},` +
+		`"oldObject":{"spec":{"replicas":1}},"dryRun":true,"options":{"kind":"UpdateOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"kubectl"}}}`)
+	once, err := decodeOnce(full)
+	if err != nil {
+		t.Fatalf("every field: %v", err)
+	}
+	assertSameRequest(t, "every field", once, full)
+	if n := once.Object.Object["n"].([]any); n[0] != int64(0) || n[1] != 1.0 || n[2] != 100.0 || n[4] != int64(-9223372036854775808) ||
+		n[6] != 9223372036854775808.0 || n[8] != 0.0 || once.UserInfo.Extra["scopes"] == nil || *once.DryRun != true {
+		t.Fatalf("every field: decoded %+v, numbers %v", once.AdmissionRequest, n)
+	}
+
+	// What the single-parse path does not take as written goes the plain
+	// way, which decides as encoding/json does: a number beyond float64 is
+	// an error, a string that is not UTF-8 has the bad bytes replaced.
+	for name, tc := range map[string]struct {
+		object  string
+		wantErr string // empty: decodes, with want as the object's "s"; an error never quotes the body
+		want    string
+	}{
+		"number beyond float64": {object: `{"n":1e400}`, wantErr: `malformed AdmissionReview: request.object: field "": cannot decode JSON number into float64`},
+		"invalid UTF-8":         {object: "{\"s\":\"a\xffb\"}", want: "a\ufffdb"},
+		"lone surrogate":        {object: `{"s":"a\ud800b"}`, want: "a\ufffdb"},
+	} {
+		body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"object":` + tc.object + `}}`)
+		if _, err := decodeOnce(body); !errors.Is(err, errTryPlain) {
+			t.Fatalf("%s: decodeOnce: %v, want to leave it to the plain path", name, err)
+		}
+		r, err := Decode(body)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("%s: Decode: %v, want %q", name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || r.Object.Object["s"] != tc.want {
+			t.Fatalf("%s: Decode: %v, %v", name, r, err)
+		}
 	}
 
 	body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + validRequest + `,"Object":{"kind":"Pod"}}}`)
