@@ -84,9 +84,9 @@ type Report struct {
 
 // Flat reports whether the server's resident memory in the last window
 // stayed within 10% (and 4 MiB of slack for allocator granularity) of its
-// highest in the first window.
+// highest in the first window. Memory that was not measured is not flat.
 func (r *Report) Flat() bool {
-	return r.LastRSS <= r.FirstRSS+r.FirstRSS/10+4<<20
+	return r.FirstRSS > 0 && r.LastRSS > 0 && r.LastRSS <= r.FirstRSS+r.FirstRSS/10+4<<20
 }
 
 // OK is a run without errors and with flat memory.
@@ -102,7 +102,10 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "latency    p50 %v  p90 %v  p99 %v  max %v\n", r.P50, r.P90, r.P99, r.Max)
 	verdict := "flat"
-	if !r.Flat() {
+	switch {
+	case r.FirstRSS <= 0 || r.LastRSS <= 0:
+		verdict = "NOT MEASURED"
+	case !r.Flat():
 		verdict = "GROWING"
 	}
 	fmt.Fprintf(&b, "server RSS first window max %.1f MiB, last window max %.1f MiB: %s\n", mib(r.FirstRSS), mib(r.LastRSS), verdict)
@@ -251,12 +254,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		q := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
 		rep.P50, rep.P90, rep.P99, rep.Max = q(0.50), q(0.90), q(0.99), latencies[len(latencies)-1]
 	}
-	perWindow := int(cfg.Window / cfg.Sample)
-	if len(rep.RSS) >= 2*perWindow && perWindow > 0 {
-		rep.FirstRSS = slices.Max(rep.RSS[:perWindow])
-		rep.LastRSS = slices.Max(rep.RSS[len(rep.RSS)-perWindow:])
-	}
+	rep.FirstRSS, rep.LastRSS = windowMax(rep.RSS, int(cfg.Window/cfg.Sample))
 	return rep, nil
+}
+
+// windowMax is the highest sample of the first and of the last perWindow
+// samples. A ticker can fall a sample short of filling both windows (a 20s
+// run sampled every 250ms gives 79 samples, not 80), so the windows shrink
+// to half the samples each rather than go unmeasured; with fewer than two
+// samples both are 0, which Flat does not pass.
+func windowMax(samples []int64, perWindow int) (first, last int64) {
+	n := min(perWindow, len(samples)/2)
+	if n <= 0 {
+		return 0, 0
+	}
+	return slices.Max(samples[:n]), slices.Max(samples[len(samples)-n:])
 }
 
 func post(ctx context.Context, c *http.Client, url string, body []byte) ([]byte, error) {

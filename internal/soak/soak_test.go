@@ -104,6 +104,30 @@ func TestFlat(t *testing.T) {
 	if (&Report{Requests: 1, Errors: 1, FirstRSS: 1, LastRSS: 1}).OK() {
 		t.Error("a run with an error is OK")
 	}
+	if r := (&Report{Requests: 1}); r.Flat() || r.OK() || !strings.Contains(r.String(), "last window max 0.0 MiB: NOT MEASURED") {
+		t.Errorf("a run without memory samples: flat %v, OK %v, report %s", r.Flat(), r.OK(), r)
+	}
+}
+
+func TestWindowMax(t *testing.T) {
+	for _, tc := range []struct {
+		samples     []int64
+		perWindow   int
+		first, last int64
+	}{
+		{[]int64{5, 1, 2, 3, 9, 4}, 2, 5, 9},
+		{[]int64{5, 1, 2, 3, 9, 4}, 3, 5, 9},
+		// A sample short of two full windows: each shrinks to half.
+		{[]int64{1, 7, 2, 8, 3}, 3, 7, 8},
+		{[]int64{6, 2}, 40, 6, 2},
+		{[]int64{6}, 40, 0, 0},
+		{nil, 40, 0, 0},
+		{[]int64{1, 2, 3}, 0, 0, 0},
+	} {
+		if first, last := windowMax(tc.samples, tc.perWindow); first != tc.first || last != tc.last {
+			t.Errorf("windowMax(%v, %d) = %d, %d; want %d, %d", tc.samples, tc.perWindow, first, last, tc.first, tc.last)
+		}
+	}
 }
 
 // A run with a request count stops at exactly that count, well before its
