@@ -153,6 +153,8 @@ func readValue(dec *jsontext.Decoder) (any, error) {
 // object: int64 when it is an integer in range, else float64; one out of
 // float64's range is an error.
 func number(raw []byte) (any, error) {
+	// A fraction or an exponent is never an int64 to util/json: skip the
+	// failed ParseInt (and its error's allocation) for those.
 	if bytes.IndexAny(raw, ".eE") < 0 {
 		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return i, nil

@@ -86,8 +86,11 @@ type Report struct {
 // stayed within 10% (and 4 MiB of slack for allocator granularity) of its
 // highest in the first window. Memory that was not measured is not flat.
 func (r *Report) Flat() bool {
-	return r.FirstRSS > 0 && r.LastRSS > 0 && r.LastRSS <= r.FirstRSS+r.FirstRSS/10+4<<20
+	return r.measured() && r.LastRSS <= r.FirstRSS+r.FirstRSS/10+4<<20
 }
+
+// measured: both windows had memory samples.
+func (r *Report) measured() bool { return r.FirstRSS > 0 && r.LastRSS > 0 }
 
 // OK is a run without errors and with flat memory.
 func (r *Report) OK() bool { return r.Requests > 0 && r.Errors == 0 && r.Flat() }
@@ -103,7 +106,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "latency    p50 %v  p90 %v  p99 %v  max %v\n", r.P50, r.P90, r.P99, r.Max)
 	verdict := "flat"
 	switch {
-	case r.FirstRSS <= 0 || r.LastRSS <= 0:
+	case !r.measured():
 		verdict = "NOT MEASURED"
 	case !r.Flat():
 		verdict = "GROWING"
