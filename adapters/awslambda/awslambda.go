@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
@@ -114,10 +115,40 @@ type httpEvent struct {
 // wrong type, named by its path in the event.
 func malformed(format string, err error) *EventError {
 	reason := err.Error()
-	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
-		reason = fmt.Sprintf("%s is a JSON %s, want %s", te.Field, te.Value, jsonKind(te.Type))
+	if te := (*jsonv1.UnmarshalTypeError)(nil); errors.As(err, &te) {
+		reason = fmt.Sprintf("%s is a JSON %s, want %s", fieldPath(te.Field), te.Value, jsonKind(te.Type))
 	}
 	return &EventError{Reason: "malformed payload " + format + " event: " + reason}
+}
+
+var eventType = reflect.TypeFor[httpEvent]()
+
+// fieldPath names the httpEvent field at path, a type error's path in the
+// event as the payload spells its names, as encoding/json names it: by the
+// fields' own names, up to the map or list the value sits in. A header's or
+// a query parameter's name is the caller's, not the event's, and is not
+// repeated.
+func fieldPath(path string) string {
+	var names []string
+	t := eventType
+	for seg := range strings.SplitSeq(path, ".") {
+		if t.Kind() != reflect.Struct {
+			break
+		}
+		var next reflect.Type
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); strings.EqualFold(name, seg) {
+				names, next = append(names, name), f.Type
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		t = next
+	}
+	return strings.Join(names, ".")
 }
 
 // jsonKind names the JSON value a Go type decodes from.
@@ -142,8 +173,8 @@ func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	var ev httpEvent
 	// A value of the wrong type in a field still leaves the rest decoded,
 	// enough to tell which format the event was meant to be.
-	decodeErr := json.Unmarshal(payload, &ev)
-	if te := (*json.UnmarshalTypeError)(nil); decodeErr != nil && (!errors.As(decodeErr, &te) || te.Field == "") {
+	decodeErr := jsonv1.Unmarshal(payload, &ev)
+	if te := (*jsonv1.UnmarshalTypeError)(nil); decodeErr != nil && (!errors.As(decodeErr, &te) || te.Field == "") {
 		return nil, &EventError{Reason: "the payload is not a JSON object"}
 	}
 	log := h.log

@@ -109,6 +109,19 @@ func TestHostileEvents(t *testing.T) {
 		{"1.0 request context field of the wrong type", v1, func(t *testing.T, ev map[string]any) {
 			ev["requestContext"].(map[string]any)["identity"] = "me"
 		}, 0, "malformed payload 1.0 event: requestContext.identity is a JSON string, want an object"},
+		{"header value of the wrong type, named without its header", v2, func(t *testing.T, ev map[string]any) { headers(ev)["x-tenant-7f3a"] = 7 },
+			0, "not an HTTP event: malformed payload 2.0 event: headers is a JSON number, want a string"},
+		{"list element of the wrong type", v1, func(t *testing.T, ev map[string]any) {
+			ev["multiValueHeaders"] = map[string]any{"x-tenant-7f3a": []any{"a", 3}}
+		}, 0, "not an HTTP event: malformed payload 1.0 event: multiValueHeaders is a JSON number, want a string"},
+		{"names in another case", v2, func(t *testing.T, ev map[string]any) {
+			rc := ev["requestContext"].(map[string]any)
+			delete(ev, "requestContext")
+			rc["HTTP"] = rc["http"]
+			delete(rc, "http")
+			rc["HTTP"].(map[string]any)["SourceIP"] = 7
+			ev["RequestContext"] = rc
+		}, 0, "not an HTTP event: malformed payload 2.0 event: requestContext.http.sourceIp is a JSON number, want a string"},
 		{"2.0 request context that is no object", v2, func(t *testing.T, ev map[string]any) { ev["requestContext"] = []any{} }, 0, "want a Function URL or API Gateway event (payload 2.0 or 1.0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +143,9 @@ func TestHostileEvents(t *testing.T) {
 				}
 				if !strings.Contains(err.Error(), tc.message) {
 					t.Errorf("function error %q, want it to say %q", err, tc.message)
+				}
+				if strings.Contains(err.Error()+logs.String(), "x-tenant-7f3a") {
+					t.Errorf("a header's name was repeated: %q", err)
 				}
 				return
 			}
