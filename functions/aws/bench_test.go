@@ -1,14 +1,23 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/admitfn/admitfn/internal/lambdabuild"
 	"github.com/admitfn/admitfn/internal/lambdatest"
+	"github.com/admitfn/admitfn/internal/soak"
 )
 
 // BenchmarkColdStart measures process exec → first answered invocation for
@@ -54,4 +63,115 @@ func coldStart(b *testing.B, bin string, payload []byte, env ...string) time.Dur
 		b.Fatalf("invocation: %v %v\n%s", err, res.Err, fn.stderr)
 	}
 	return took
+}
+
+// BenchmarkWarmInvocations measures the CPU a warm bootstrap spends per
+// invocation (the collector's included) on the example bundle's golden
+// reviews in Function URL events, one invocation at a time as Lambda sends
+// them, with the 512 MB the Terraform module gives it. Lambda bills an
+// invocation's duration, and under its share of a CPU that is the CPU the
+// process spends. Two bootstraps run alternately in one run: admitfn as it
+// starts (the collector paced to the memory limit), and gogc100 with GOGC=100
+// in its environment (Go's default pace); x-gogc100 is their ratio, and
+// each one's resident memory at the end is what the pace costs.
+func BenchmarkWarmInvocations(b *testing.B) {
+	cases, err := soak.ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	if err != nil {
+		b.Fatal(err)
+	}
+	url := &lambdatest.FunctionURL{URLID: "bench", Region: "eu-west-1"}
+	payloads := make([][]byte, len(cases))
+	for i, c := range cases {
+		r := httptest.NewRequest(http.MethodPost, c.Route, bytes.NewReader(c.Body))
+		r.Header.Set("Content-Type", "application/json")
+		if payloads[i], err = json.Marshal(url.Event(r, c.Body, time.Now())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	type instance struct {
+		api *lambdatest.RuntimeAPI
+		fn  *function
+		cpu time.Duration
+	}
+	launch := func(env ...string) *instance {
+		api, err := lambdatest.NewRuntimeAPI()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(api.Close)
+		return &instance{api: api, fn: start(b, bootstrap, api, env...)}
+	}
+	paced, gogc100 := launch(examples(b)), launch(examples(b), "GOGC=100")
+	ctx := context.Background()
+	invoke := func(in *instance, i int) {
+		res, err := in.api.Invoke(ctx, payloads[i%len(payloads)], 10*time.Second)
+		if err != nil || res.Err != nil || !bytes.HasPrefix(res.Payload, []byte(`{"statusCode":200,`)) {
+			b.Fatalf("%s: %v %v %.100s\n%s", cases[i%len(cases)].Name, err, res.Err, res.Payload, in.fn.stderr)
+		}
+	}
+	// Warm: the first invocations fault in code and fill the caches.
+	for i := range 500 {
+		invoke(paced, i)
+		invoke(gogc100, i)
+	}
+	const perLoop = 5000
+	n := 0
+	b.ResetTimer()
+	for b.Loop() {
+		before := [2]time.Duration{cpuTime(b, paced.fn), cpuTime(b, gogc100.fn)}
+		for i := range perLoop {
+			invoke(paced, i)
+			invoke(gogc100, i)
+		}
+		paced.cpu += cpuTime(b, paced.fn) - before[0]
+		gogc100.cpu += cpuTime(b, gogc100.fn) - before[1]
+		n += perLoop
+	}
+	b.ReportMetric(float64(paced.cpu.Microseconds())/float64(n), "admitfn-cpu-µs/op")
+	b.ReportMetric(float64(gogc100.cpu.Microseconds())/float64(n), "gogc100-cpu-µs/op")
+	b.ReportMetric(float64(paced.cpu)/float64(gogc100.cpu), "x-gogc100")
+	b.ReportMetric(float64(rss(b, paced.fn))/(1<<20), "admitfn-rss-MiB")
+	b.ReportMetric(float64(rss(b, gogc100.fn))/(1<<20), "gogc100-rss-MiB")
+}
+
+// cpuTime is the user and system time f's process has spent, all its
+// threads together (/proc/<pid>/stat, in clock ticks of 10 ms).
+func cpuTime(b *testing.B, f *function) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", f.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis start at the
+	// third: utime is the 14th, stime the 15th.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	var ticks int64
+	for _, f := range fields[11:13] {
+		t, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/<pid>/stat: %v", err)
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// rss is f's resident memory (VmRSS).
+func rss(b *testing.B, f *function) int64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", f.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/<pid>/status")
+	return 0
 }

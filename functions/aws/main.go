@@ -13,6 +13,10 @@
 //	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
 //	ADMITFN_LOG_LEVEL          debug, info, warn or error (default: the function's
 //	                           application log level, AWS_LAMBDA_LOG_LEVEL, else info)
+//	GOMEMLIMIT                 the Go runtime's soft memory limit (default: nine
+//	                           tenths of AWS_LAMBDA_FUNCTION_MEMORY_SIZE)
+//	GOGC                       the collector's pace (default: fitted to the memory
+//	                           limit after each load, 100 to 400)
 //
 // A bundle in a directory that does not load fails the cold start. A bundle
 // in S3 that cannot be read does not: reviews fail (so the webhook's
@@ -80,6 +84,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	}
 	// Lambda allows 10 s for the whole init phase.
 	cfg.InitTimeout = 5 * time.Second
+	cfg.MemoryLimit = limit
 	rl, err := bundle.Start(context.Background(), cfg, log)
 	if err != nil {
 		errorType := "Runtime.BundleError"

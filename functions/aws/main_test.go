@@ -186,7 +186,7 @@ func TestColdStartThenInvocations(t *testing.T) {
 	// review line carries the invocation's request id.
 	lines := strings.Split(strings.TrimSpace(fn.stdout.String()), "\n")
 	reviewed := map[string]bool{}
-	ready, emf := 0, 0
+	ready, emf, paced := 0, 0, 0
 	for _, line := range lines {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
@@ -206,6 +206,13 @@ func TestColdStartThenInvocations(t *testing.T) {
 			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) || m["memory_limit_from"] != "lambda" {
 				t.Errorf("ready line: %s", line)
 			}
+		case "collector paced to the memory limit":
+			// Half of the 460 MiB limit is many times the example
+			// bundle's heap: the most headroom.
+			paced++
+			if m["gc_percent"] != float64(400) || m["memory_limit_mib"] != float64(460) {
+				t.Errorf("pacing line: %s", line)
+			}
 		case "review":
 			reviewed[m["requestId"].(string)] = true
 		case "admitfn metrics":
@@ -219,6 +226,9 @@ func TestColdStartThenInvocations(t *testing.T) {
 	}
 	if ready != 1 {
 		t.Errorf("%d ready lines: the engine is built once per cold start", ready)
+	}
+	if paced != 1 {
+		t.Errorf("%d pacing lines, want one for the one load", paced)
 	}
 	if emf != 5 {
 		t.Errorf("%d metrics lines, want one per review request (5)", emf)

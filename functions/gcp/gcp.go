@@ -16,6 +16,8 @@
 //	GOOGLE_CLOUD_PROJECT       the project, to name traces in log lines
 //	GOMEMLIMIT                 the Go runtime's soft memory limit (default: nine
 //	                           tenths of the instance's cgroup memory limit)
+//	GOGC                       the collector's pace (default: under a memory limit,
+//	                           fitted to it after each load, 100 to 400)
 //
 // A bundle in a directory that does not load keeps the instance from
 // starting. A bundle in GCS that cannot be read does not: reviews fail (so
@@ -76,6 +78,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 		log.Warn().Err(err).Msg("no soft memory limit")
 	}
 	cfg.InitTimeout = 10 * time.Second
+	cfg.MemoryLimit = limit
 	rl, err := bundle.Start(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err

@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		log.Warn().Err(err).Msg("no soft memory limit")
 	}
+	cfg.bundle.MemoryLimit = limit
 
 	rl, err := bundle.Start(ctx, cfg.bundle, log)
 	if err != nil {

@@ -386,18 +386,23 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 
 // In a container with a memory limit (here a cgroup of 256 MiB), the
 // server's soft memory limit is nine tenths of it, and says so; GOMEMLIMIT
-// rules over it.
+// rules over it. Under either the collector is paced to the limit, unless
+// GOGC is set.
 func TestMemoryLimitFromTheContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := serverBinary(t)
 	for _, c := range []struct {
-		env  []string
-		want string
+		env   []string
+		want  string
+		paced string // in the first pacing line; "" for none
 	}{
-		{nil, `"memory_limit_mib":230,"memory_limit_from":"cgroup"`},
-		{[]string{"GOMEMLIMIT=100MiB"}, `"memory_limit_mib":100,"memory_limit_from":"GOMEMLIMIT"`},
+		// Half of 230 MiB is many times the example bundle's heap: the
+		// most headroom.
+		{nil, `"memory_limit_mib":230,"memory_limit_from":"cgroup"`, `"gc_percent":400,`},
+		{[]string{"GOMEMLIMIT=100MiB"}, `"memory_limit_mib":100,"memory_limit_from":"GOMEMLIMIT"`, `"memory_limit_mib":100,`},
+		{[]string{"GOGC=100"}, `"memory_limit_mib":230,"memory_limit_from":"cgroup"`, ""},
 	} {
 		cmd := cgrouptest.Command(t, 256<<20, bin, "-addr", "127.0.0.1:0", "-policies", examples)
 		cmd.Env = append(os.Environ(), c.env...)
@@ -423,6 +428,15 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		}
 		if !strings.Contains(serving, c.want) {
 			t.Errorf("%v: serving line %q, want it to hold %s\n%s", c.env, serving, c.want, stderr)
+		}
+		var pacing []string
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if strings.Contains(line, `"message":"collector paced to the memory limit"`) {
+				pacing = append(pacing, line)
+			}
+		}
+		if c.paced == "" && len(pacing) != 0 || c.paced != "" && (len(pacing) == 0 || !strings.Contains(pacing[0], c.paced)) {
+			t.Errorf("%v: pacing lines %q, want the first to hold %q", c.env, pacing, c.paced)
 		}
 	}
 }

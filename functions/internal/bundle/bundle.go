@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	runtimemetrics "runtime/metrics"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,6 +21,7 @@ import (
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/metrics"
 	"github.com/admitfn/admitfn/reload"
 	"github.com/admitfn/admitfn/snapshot"
@@ -49,6 +52,9 @@ type Config struct {
 	// InitTimeout bounds the first load from an object store; a directory
 	// is read without a bound.
 	InitTimeout time.Duration
+	// MemoryLimit, when one is in force, paces the collector after each
+	// load (memlimit.Limit.GCPercent).
+	MemoryLimit memlimit.Limit
 }
 
 // ConfigFromEnv reads Config from the environment; policies is the
@@ -118,7 +124,8 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	// allocates several times what it keeps: collecting as often as usual
 	// then is a third of a cold start. Collect rarely until then; OnLoad's
 	// FreeOSMemory collects once, in full.
-	defer collectRarely()()
+	gc := collectRarely(c.MemoryLimit)
+	defer gc.loaded()
 	cfg := reload.Config{
 		Fetcher:          &snapshot.Fetcher{Bucket: bucket, Keys: keys},
 		Compiler:         compiler,
@@ -132,12 +139,15 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// the function's resident memory is what serving needs (it is
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			debug.FreeOSMemory()
+			gc.fit(log)
 			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Bundle().MutatingPolicies, mutate.NeedsSchema) {
 				// engine.New left the parse of client-go's schema running in
-				// the background; its garbage goes back when it is done.
+				// the background; its garbage goes back when it is done, and
+				// what it keeps is live.
 				go func() {
 					mutate.Warm()
 					debug.FreeOSMemory()
+					gc.fit(log)
 				}()
 			}
 		},
@@ -172,14 +182,70 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 // memory limit, if one is set, still bounds it.
 const loadGCPercent = 400
 
+// collector keeps the collector's pace: loadGCPercent during the first
+// load, then the GOGC the process had, or under a memory limit the one
+// fitted to it after each load.
+type collector struct {
+	limit memlimit.Limit
+
+	mu      sync.Mutex
+	steady  int  // GOGC outside the first load
+	loading bool // the first load runs at loadGCPercent
+	fitted  bool // steady was fitted to the limit
+}
+
 // collectRarely raises GOGC to loadGCPercent, unless it is higher already or
-// off, and returns what puts it back.
-func collectRarely() (restore func()) {
-	prev := debug.SetGCPercent(loadGCPercent)
-	if prev < 0 || prev > loadGCPercent {
-		debug.SetGCPercent(prev)
+// off, until loaded.
+func collectRarely(limit memlimit.Limit) *collector {
+	c := &collector{limit: limit, steady: debug.SetGCPercent(loadGCPercent), loading: true}
+	if c.steady < 0 || c.steady > loadGCPercent {
+		debug.SetGCPercent(c.steady)
+		c.loading = false
 	}
-	return func() { debug.SetGCPercent(prev) }
+	return c
+}
+
+// loaded ends the first load: GOGC is the steady one from now on.
+func (c *collector) loaded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loading {
+		debug.SetGCPercent(c.steady)
+		c.loading = false
+	}
+}
+
+// fit paces the collector to the memory limit from the heap live now, right
+// after a full collection: a larger bundle collects more often than a small
+// one under the same limit. A new pace is logged.
+func (c *collector) fit(log zerolog.Logger) {
+	live := heapLive()
+	p, ok := c.limit.GCPercent(live)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	changed := !c.fitted || c.steady != p
+	c.steady, c.fitted = p, true
+	if !c.loading {
+		debug.SetGCPercent(p)
+	}
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	log.Info().Int("gc_percent", p).Uint64("heap_live_mib", live>>20).Int64("memory_limit_mib", c.limit.Bytes>>20).
+		Msg("collector paced to the memory limit")
+}
+
+// heapLive is the heap the last collection marked live.
+func heapLive() uint64 {
+	s := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	runtimemetrics.Read(s)
+	if s[0].Value.Kind() != runtimemetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // logGroups logs the policy groups a bundle serves, one line each.

@@ -3,6 +3,7 @@ package bundle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/mutate"
+	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
@@ -52,11 +55,11 @@ func TestCollectRarelyWhileLoading(t *testing.T) {
 	defer debug.SetGCPercent(gcPercent())
 	for _, c := range []struct{ before, during int }{{100, 400}, {50, 400}, {400, 400}, {800, 800}, {-1, -1}} {
 		debug.SetGCPercent(c.before)
-		restore := collectRarely()
+		gc := collectRarely(memlimit.Limit{})
 		if got := gcPercent(); got != c.during {
 			t.Errorf("GOGC %d: %d while loading, want %d", c.before, got, c.during)
 		}
-		restore()
+		gc.loaded()
 		if got := gcPercent(); got != c.before {
 			t.Errorf("GOGC %d: %d after loading", c.before, got)
 		}
@@ -67,6 +70,51 @@ func TestCollectRarelyWhileLoading(t *testing.T) {
 	}
 	if got := gcPercent(); got != 70 {
 		t.Errorf("GOGC %d after Start, want 70", got)
+	}
+}
+
+// Under a memory limit the collector is paced to it after the load: the
+// example bundle's heap is a few MiB, so a 64 GiB limit gives the most
+// headroom (400) and a 1 MiB one the default (100). A fit during the first
+// load waits for its end; one after it (a reload) applies at once.
+func TestPacedToTheMemoryLimit(t *testing.T) {
+	defer debug.SetGCPercent(gcPercent())
+	// The example bundle's mutations need client-go's schema: parsed here,
+	// no load leaves a goroutine behind to pace the collector again later.
+	mutate.Warm()
+	for _, c := range []struct {
+		limit int64
+		want  int
+	}{{64 << 30, 400}, {1 << 20, 100}} {
+		debug.SetGCPercent(70)
+		var logs syncbuf.Buffer
+		limit := memlimit.Limit{Bytes: c.limit, From: "lambda"}
+		if _, err := Start(context.Background(), Config{Policies: "../../../policies/examples", MemoryLimit: limit}, zerolog.New(&logs)); err != nil {
+			t.Fatal(err)
+		}
+		if got := gcPercent(); got != c.want {
+			t.Errorf("limit %d MiB: GOGC %d after Start, want %d", c.limit>>20, got, c.want)
+		}
+		line := fmt.Sprintf(`"gc_percent":%d,`, c.want)
+		if n := strings.Count(logs.String(), line); n != 1 || !strings.Contains(logs.String(), `"message":"collector paced to the memory limit"`) {
+			t.Errorf("limit %d MiB: %d lines with %s:\n%s", c.limit>>20, n, line, logs.String())
+		}
+	}
+
+	debug.SetGCPercent(70)
+	gc := collectRarely(memlimit.Limit{Bytes: 1 << 20, From: "cgroup"})
+	gc.fit(zerolog.Nop())
+	if got := gcPercent(); got != loadGCPercent {
+		t.Errorf("GOGC %d after a fit during the first load, want %d", got, loadGCPercent)
+	}
+	gc.loaded()
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GOGC %d after the first load, want the fitted 100", got)
+	}
+	debug.SetGCPercent(70)
+	gc.fit(zerolog.Nop())
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GOGC %d after a fit on reload, want 100", got)
 	}
 }
 

@@ -2,7 +2,9 @@
 // the memory the platform gives the process: near it the garbage collector
 // works harder, instead of the platform ending the process (a burst of large
 // reviews, a bundle reload holding two engines for a moment). GOMEMLIMIT,
-// when set, rules.
+// when set, rules. Under a limit it also paces the collector (GCPercent):
+// memory the platform has given is paid for whether the heap uses it or
+// not, the collector's time is not.
 package memlimit
 
 import (
@@ -21,6 +23,9 @@ type Limit struct {
 	Bytes int64
 	// From names its source: "GOMEMLIMIT" or a Source's name.
 	From string
+	// gogc: GOGC is set in the environment, and the collector's pace is
+	// the user's.
+	gogc bool
 }
 
 // Set reports whether a limit is in force.
@@ -85,6 +90,12 @@ const maxLimit = 1 << 50
 // fails is skipped, and its error returned with whatever limit was set: the
 // caller logs it and carries on, as without a limit.
 func Apply(getenv func(string) string, sources ...Source) (Limit, error) {
+	l, err := apply(getenv, sources)
+	l.gogc = getenv("GOGC") != ""
+	return l, err
+}
+
+func apply(getenv func(string) string, sources []Source) (Limit, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return Limit{Bytes: debug.SetMemoryLimit(-1), From: "GOMEMLIMIT"}, nil
 	}
@@ -103,4 +114,32 @@ func Apply(getenv func(string) string, sources ...Source) (Limit, error) {
 		return Limit{Bytes: limit, From: s.Name}, errors.Join(errs...)
 	}
 	return Limit{}, errors.Join(errs...)
+}
+
+// The collector's pace under a limit: GOGC between Go's default and
+// maxGCPercent, so that the heap's goal is at most half the limit. The
+// other half is for what a reload compiles beside the engine in service, a
+// burst of large reviews, and what is not heap (stacks, the runtime's own,
+// and the binary's pages, which count against a Lambda's memory). Above
+// maxGCPercent a warm invocation gains little, and a heap left to grow to
+// the limit spends more than it saves faulting in fresh pages
+// (docs/performance.md).
+const (
+	minGCPercent = 100
+	maxGCPercent = 400
+)
+
+// GCPercent is the GOGC that lets the heap grow from live bytes to half the
+// limit, within [minGCPercent, maxGCPercent]. ok is false when no limit is
+// in force or GOGC is set in the environment: then the collector keeps the
+// pace it has.
+func (l Limit) GCPercent(live uint64) (percent int, ok bool) {
+	if !l.Set() || l.gogc || l.Bytes <= 0 {
+		return 0, false
+	}
+	if live == 0 {
+		return maxGCPercent, true
+	}
+	p := uint64(l.Bytes) / 2 * 100 / live
+	return int(min(max(p, 100+minGCPercent), 100+maxGCPercent)) - 100, true
 }

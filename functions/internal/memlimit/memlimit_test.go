@@ -59,8 +59,8 @@ func TestApply(t *testing.T) {
 		want    Limit
 		wantErr string
 	}{
-		{"lambda 128 MB", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"), lambda, Limit{128 << 20 / 10 * 9, "lambda"}, ""},
-		{"lambda 10240 MB", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240"), lambda, Limit{10240 << 20 / 10 * 9, "lambda"}, ""},
+		{"lambda 128 MB", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"), lambda, Limit{Bytes: 128 << 20 / 10 * 9, From: "lambda"}, ""},
+		{"lambda 10240 MB", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240"), lambda, Limit{Bytes: 10240 << 20 / 10 * 9, From: "lambda"}, ""},
 		{"lambda without the variable", env(), lambda, Limit{}, ""},
 		{"lambda, not a number", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "lots"), lambda, Limit{}, `AWS_LAMBDA_FUNCTION_MEMORY_SIZE "lots" is not a size in MiB`},
 		{"lambda, negative", env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "-1"), lambda, Limit{}, `AWS_LAMBDA_FUNCTION_MEMORY_SIZE "-1" is not a size in MiB`},
@@ -68,10 +68,10 @@ func TestApply(t *testing.T) {
 		{"no sources", env(), none, Limit{}, ""},
 		{"first that knows", env(), func(func(string) string) []Source {
 			return []Source{fixed("a", 0, false, nil), fixed("b", 1000, true, nil), fixed("c", 2000, true, nil)}
-		}, Limit{900, "b"}, ""},
+		}, Limit{Bytes: 900, From: "b"}, ""},
 		{"a failing source is skipped and reported", env(), func(func(string) string) []Source {
 			return []Source{fixed("a", 0, false, broken), fixed("b", 512<<20, true, nil)}
-		}, Limit{512 << 20 / 10 * 9, "b"}, "unreadable"},
+		}, Limit{Bytes: 512 << 20 / 10 * 9, From: "b"}, "unreadable"},
 		{"an absurd limit is none", env(), func(func(string) string) []Source {
 			return []Source{fixed("a", math.MaxInt64&^4095, true, nil)}
 		}, Limit{}, ""},
@@ -118,15 +118,52 @@ func TestGOMEMLIMITRules(t *testing.T) {
 		}
 		return ""
 	}, Source{Name: "a", Read: func() (uint64, bool, error) { read = true; return 1 << 30, true, nil }})
-	if err != nil || got != (Limit{300 << 20, "GOMEMLIMIT"}) || read {
+	if err != nil || got != (Limit{Bytes: 300 << 20, From: "GOMEMLIMIT"}) || read {
 		t.Errorf("Apply = %+v, %v; source read: %v", got, err, read)
+	}
+}
+
+// Under a limit the heap may grow to half of it, paced between GOGC 100 and
+// 400; without one, or with GOGC in the environment, the pace is left alone.
+func TestGCPercent(t *testing.T) {
+	keepLimit(t)
+	limit := Limit{Bytes: 200 << 20, From: "lambda"}
+	for _, c := range []struct {
+		name    string
+		limit   Limit
+		live    uint64
+		percent int
+		ok      bool
+	}{
+		{"half the limit is 2.5 times what is live", limit, 40 << 20, 150, true},
+		{"half the limit is 3 times what is live, to the byte", limit, 100 << 20 / 3, 200, true},
+		{"a small heap stops at 400", limit, 10 << 20, 400, true},
+		{"a heap near half the limit collects as by default", limit, 90 << 20, 100, true},
+		{"a heap over the limit collects as by default", limit, 300 << 20, 100, true},
+		{"nothing live yet", limit, 0, 400, true},
+		{"no limit", Limit{}, 10 << 20, 0, false},
+	} {
+		if p, ok := c.limit.GCPercent(c.live); p != c.percent || ok != c.ok {
+			t.Errorf("%s: GCPercent = %d, %v; want %d, %v", c.name, p, ok, c.percent, c.ok)
+		}
+	}
+	for env, tunes := range map[string]bool{"": true, "50": false, "off": false} {
+		l, err := Apply(func(k string) string {
+			return map[string]string{"GOGC": env, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}[k]
+		}, Lambda(func(string) string { return "512" }))
+		if err != nil || !l.Set() {
+			t.Fatalf("Apply: %+v, %v", l, err)
+		}
+		if _, ok := l.GCPercent(10 << 20); ok != tunes {
+			t.Errorf("GOGC=%q: paces the collector %v, want %v", env, ok, tunes)
+		}
 	}
 }
 
 func TestLog(t *testing.T) {
 	var buf strings.Builder
 	log := zerolog.New(&buf)
-	Limit{460 << 20, "lambda"}.Log(log.Info()).Msg("ready")
+	Limit{Bytes: 460 << 20, From: "lambda"}.Log(log.Info()).Msg("ready")
 	Limit{}.Log(log.Info()).Msg("ready")
 	want := `{"level":"info","memory_limit_mib":460,"memory_limit_from":"lambda","message":"ready"}` + "\n" +
 		`{"level":"info","message":"ready"}` + "\n"
