@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,11 +84,6 @@ func BenchmarkWarmInvocations(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	type instance struct {
-		api *lambdatest.RuntimeAPI
-		fn  *function
-		cpu time.Duration
-	}
 	launch := func(env ...string) *instance {
 		api, err := lambdatest.NewRuntimeAPI()
 		if err != nil {
@@ -118,60 +109,38 @@ func BenchmarkWarmInvocations(b *testing.B) {
 	n := 0
 	b.ResetTimer()
 	for b.Loop() {
-		before := [2]time.Duration{cpuTime(b, paced.fn), cpuTime(b, gogc100.fn)}
+		before := [2]time.Duration{paced.cpuTime(b), gogc100.cpuTime(b)}
 		for i := range perLoop {
 			invoke(paced, i)
 			invoke(gogc100, i)
 		}
-		paced.cpu += cpuTime(b, paced.fn) - before[0]
-		gogc100.cpu += cpuTime(b, gogc100.fn) - before[1]
+		paced.cpu += paced.cpuTime(b) - before[0]
+		gogc100.cpu += gogc100.cpuTime(b) - before[1]
 		n += perLoop
 	}
 	b.ReportMetric(float64(paced.cpu.Microseconds())/float64(n), "admitfn-cpu-µs/op")
 	b.ReportMetric(float64(gogc100.cpu.Microseconds())/float64(n), "gogc100-cpu-µs/op")
 	b.ReportMetric(float64(paced.cpu)/float64(gogc100.cpu), "x-gogc100")
-	b.ReportMetric(float64(rss(b, paced.fn))/(1<<20), "admitfn-rss-MiB")
-	b.ReportMetric(float64(rss(b, gogc100.fn))/(1<<20), "gogc100-rss-MiB")
-}
-
-// cpuTime is the user and system time f's process has spent, all its
-// threads together (/proc/<pid>/stat, in clock ticks of 10 ms).
-func cpuTime(b *testing.B, f *function) time.Duration {
-	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", f.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The fields after the command's closing parenthesis start at the
-	// third: utime is the 14th, stime the 15th.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	var ticks int64
-	for _, f := range fields[11:13] {
-		t, err := strconv.ParseInt(f, 10, 64)
+	for name, in := range map[string]*instance{"admitfn": paced, "gogc100": gogc100} {
+		rss, err := soak.RSS(in.fn.cmd.Process.Pid)
 		if err != nil {
-			b.Fatalf("/proc/<pid>/stat: %v", err)
+			b.Fatal(err)
 		}
-		ticks += t
+		b.ReportMetric(float64(rss)/(1<<20), name+"-rss-MiB")
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
-// rss is f's resident memory (VmRSS).
-func rss(b *testing.B, f *function) int64 {
+type instance struct {
+	api *lambdatest.RuntimeAPI
+	fn  *function
+	cpu time.Duration
+}
+
+func (in *instance) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", f.cmd.Process.Pid))
+	d, err := soak.CPUTime(in.fn.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmRSS in /proc/<pid>/status")
-	return 0
+	return d
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +147,36 @@ func TestRequestsEndTheRun(t *testing.T) {
 	}
 	if rep.Requests != 250 || rep.Errors != 0 || rep.Elapsed >= 30*time.Second || rep.EndRSS <= 0 {
 		t.Errorf("report %+v, want 250 requests without errors, well before the minute, with the server's memory", rep)
+	}
+}
+
+// CPUTime sees this process spend CPU, no more than its threads could in
+// the time it took, and names a process that is not there.
+func TestCPUTime(t *testing.T) {
+	pid := os.Getpid()
+	began := time.Now()
+	before, err := CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent, x := time.Duration(0), 0
+	for spent < 100*time.Millisecond {
+		for i := range 1_000_000 {
+			x += i
+		}
+		now, err := CPUTime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent = now - before
+		if time.Since(began) > 20*time.Second {
+			t.Fatalf("%v of CPU after 20s of spinning (%d)", spent, x)
+		}
+	}
+	if limit := time.Since(began)*time.Duration(runtime.NumCPU()) + 20*time.Millisecond; spent > limit {
+		t.Errorf("%v of CPU in %v on %d CPUs", spent, time.Since(began), runtime.NumCPU())
+	}
+	if _, err := CPUTime(1 << 30); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("CPUTime of no process: %v", err)
 	}
 }
