@@ -14,10 +14,8 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
-// FuzzInvoke: any payload is an HTTP response of its trigger's format or
-// an EventError; never a panic.
-func FuzzInvoke(f *testing.F) {
-	h := examplesHandler(f, io.Discard)
+// addEvents seeds f with the event fixtures.
+func addEvents(f *testing.F) {
 	events, _ := filepath.Glob("testdata/*.event.json")
 	for _, name := range events {
 		b, err := os.ReadFile(name)
@@ -26,6 +24,13 @@ func FuzzInvoke(f *testing.F) {
 		}
 		f.Add(b)
 	}
+}
+
+// FuzzInvoke: any payload is an HTTP response of its trigger's format or
+// an EventError; never a panic.
+func FuzzInvoke(f *testing.F) {
+	h := examplesHandler(f, io.Discard)
+	addEvents(f)
 	f.Add([]byte(`{"Records":[]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var out []byte
@@ -63,14 +68,7 @@ func FuzzInvoke(f *testing.F) {
 // partial event and the same field, kind and type for a value of the wrong
 // type; an error where encoding/json has one.
 func FuzzEventDecode(f *testing.F) {
-	events, _ := filepath.Glob("testdata/*.event.json")
-	for _, name := range events {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addEvents(f)
 	for _, s := range []string{
 		`{"Version":"2.0","BODY":"a","requestcontext":{"HTTP":{"method":"POST"}},"isbase64encoded":true}`,
 		`{"body":"a","body":"b","headers":{"a":"1"},"headers":{"b":"2"}}`,
