@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,10 @@ func BenchmarkWarmInvocations(b *testing.B) {
 	for i := range 500 {
 		invoke(paced, i)
 		invoke(gogc100, i)
+	}
+	const pacing = `"message":"collector paced to the memory limit"`
+	if !strings.Contains(paced.fn.stdout.String(), pacing) || strings.Contains(gogc100.fn.stdout.String(), pacing) {
+		b.Fatalf("want only the first bootstrap paced to the memory limit:\n%s\n%s", paced.fn.stdout, gogc100.fn.stdout)
 	}
 	const perLoop = 5000
 	n := 0
