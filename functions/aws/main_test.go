@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/lambdabuild"
 	"github.com/admitfn/admitfn/internal/lambdatest"
 	"github.com/admitfn/admitfn/internal/slowpolicy"
+	"github.com/admitfn/admitfn/internal/soak"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 )
 
@@ -57,7 +59,12 @@ type function struct {
 // root, with the Runtime API address and the function's environment.
 func start(t testing.TB, bin string, api *lambdatest.RuntimeAPI, env ...string) *function {
 	t.Helper()
-	cmd := exec.Command(bin)
+	return startCmd(t, exec.Command(bin), bin, api, env...)
+}
+
+// startCmd is start for a command that runs bin.
+func startCmd(t testing.TB, cmd *exec.Cmd, bin string, api *lambdatest.RuntimeAPI, env ...string) *function {
+	t.Helper()
 	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = append([]string{
 		"AWS_LAMBDA_RUNTIME_API=" + api.Addr,
@@ -238,6 +245,56 @@ func TestColdStartThenInvocations(t *testing.T) {
 			t.Errorf("no review line with requestId %s:\n%s", id, fn.stdout)
 		}
 	}
+}
+
+// The smallest function Lambda runs (128 MB), in a memory cgroup of that
+// size as Lambda's sandbox is: paced to its 115 MiB limit, the bootstrap
+// answers thousands of reviews with the golden answers, and the kernel
+// never has to end it.
+func TestSmallestFunctionPacedToItsMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("thousands of invocations")
+	}
+	api, err := lambdatest.NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	cmd := cgrouptest.Command(t, 128<<20, bootstrap)
+	fn := startCmd(t, cmd, bootstrap, api, examples(t), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
+	names := []string{"function-url-warn", "function-url-deny", "http-api-stage-mutate", "rest-api-allow-v1beta1", "http-api-custom-domain-pull-policy", "rest-api-custom-domain-audit"}
+	payloads, golden := make([][]byte, len(names)), make([]map[string]any, len(names))
+	for i, name := range names {
+		payloads[i], golden[i] = event(t, name), goldenResponse(t, name)
+	}
+	for i := range 3000 {
+		res := invoke(t, api, payloads[i%len(names)])
+		if res.Err != nil {
+			t.Fatalf("invocation %d (%s): function error %v\n%s", i, names[i%len(names)], res.Err, fn.stderr)
+		}
+		if got := readable(t, res.Payload); !reflect.DeepEqual(got, golden[i%len(names)]) {
+			t.Fatalf("invocation %d (%s): %v\nwant %v", i, names[i%len(names)], got, golden[i%len(names)])
+		}
+	}
+	select {
+	case <-fn.exited:
+		t.Fatalf("the instance exited: %s", fn.stderr)
+	default:
+	}
+	rss, err := soak.RSS(fn.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pacing string
+	for line := range strings.Lines(fn.stdout.String()) {
+		if strings.Contains(line, `"message":"collector paced to the memory limit"`) {
+			pacing = line
+		}
+	}
+	if !strings.Contains(pacing, `"memory_limit_mib":115`) || !strings.Contains(pacing, `"gc_percent":`) {
+		t.Errorf("pacing line %q", pacing)
+	}
+	t.Logf("resident after 3,000 invocations: %.1f MiB; %s", float64(rss)/(1<<20), strings.TrimSpace(pacing))
 }
 
 func TestLambdaDeadlineBoundsASlowReview(t *testing.T) {
