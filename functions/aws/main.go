@@ -17,6 +17,8 @@
 //	                           tenths of AWS_LAMBDA_FUNCTION_MEMORY_SIZE)
 //	GOGC                       the collector's pace (default: fitted to the memory
 //	                           limit after each load, 100 to 400)
+//	GOMAXPROCS                 Ps serving invocations (default: 1 below 1,769 MB,
+//	                           one vCPU's worth, else every CPU Lambda shows)
 //
 // A bundle in a directory that does not load fails the cold start. A bundle
 // in S3 that cannot be read does not: reviews fail (so the webhook's
@@ -34,6 +36,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +89,13 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	// Lambda allows 10 s for the whole init phase.
 	cfg.InitTimeout = 5 * time.Second
 	cfg.MemoryLimit = limit
+	// Once the bundle is compiled and its background work done.
+	if procs := invocationProcs(getenv); procs > 0 {
+		cfg.Settled = func() {
+			runtime.GOMAXPROCS(procs)
+			log.Info().Int("gomaxprocs", procs).Msg("invocations run on one P: the function has less than one vCPU")
+		}
+	}
 	rl, err := bundle.Start(context.Background(), cfg, log)
 	if err != nil {
 		errorType := "Runtime.BundleError"
@@ -104,6 +115,36 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	// One CloudWatch Embedded Metric Format line per review.
 	rec := metrics.NewEMF(log, bundle.Metrics(rl))
 	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log), nil
+}
+
+// oneVCPUMemoryMB is the memory at which a Lambda function has the
+// equivalent of one vCPU (one vCPU-second of credits per second); Lambda
+// allocates CPU in proportion to memory.
+const oneVCPUMemoryMB = 1769
+
+// invocationProcs is the GOMAXPROCS to serve invocations with, or 0 to keep
+// the runtime's. A function with less than one vCPU of time that serves one
+// invocation at a time gets nothing from a second P but the scheduler's
+// hand-offs between threads, paid from the same share: with one, a warm
+// invocation spends a fifth less CPU and takes no longer
+// (BenchmarkWarmInvocations). Init, and the first bundle's background work,
+// keep every P Lambda shows (parsing runs in parallel, and the first
+// invocations need not share a P with client-go's schema parse).
+// GOMAXPROCS in the environment rules, and a Lambda
+// Managed Instances function serving several invocations at once
+// (AWS_LAMBDA_MAX_CONCURRENCY) keeps its parallelism.
+func invocationProcs(getenv func(string) string) int {
+	if getenv("GOMAXPROCS") != "" {
+		return 0
+	}
+	if c := getenv("AWS_LAMBDA_MAX_CONCURRENCY"); c != "" && c != "1" {
+		return 0
+	}
+	mb, err := strconv.Atoi(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"))
+	if err != nil || mb <= 0 || mb >= oneVCPUMemoryMB {
+		return 0
+	}
+	return 1
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

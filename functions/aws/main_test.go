@@ -189,11 +189,19 @@ func TestColdStartThenInvocations(t *testing.T) {
 	default:
 	}
 
+	// The switch to one P comes when client-go's schema is parsed, in the
+	// background.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(fn.stdout.String(), `"gomaxprocs":1,`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("invocations never moved to one P:\n%s", fn.stdout)
+		}
+	}
+
 	// Logs are CloudWatch JSON: timestamp (RFC 3339), level, message; each
 	// review line carries the invocation's request id.
 	lines := strings.Split(strings.TrimSpace(fn.stdout.String()), "\n")
 	reviewed := map[string]bool{}
-	ready, emf, paced := 0, 0, 0
+	ready, emf, paced, oneP := 0, 0, 0, 0
 	for _, line := range lines {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
@@ -220,6 +228,13 @@ func TestColdStartThenInvocations(t *testing.T) {
 			if m["gc_percent"] != float64(400) || m["memory_limit_mib"] != float64(460) {
 				t.Errorf("pacing line: %s", line)
 			}
+		case "invocations run on one P: the function has less than one vCPU":
+			// 512 MB, less than one vCPU: once client-go's schema is
+			// parsed, invocations are served on one P.
+			oneP++
+			if m["gomaxprocs"] != float64(1) {
+				t.Errorf("one-P line: %s", line)
+			}
 		case "review":
 			reviewed[m["requestId"].(string)] = true
 		case "admitfn metrics":
@@ -236,6 +251,9 @@ func TestColdStartThenInvocations(t *testing.T) {
 	}
 	if paced != 1 {
 		t.Errorf("%d pacing lines, want one for the one load", paced)
+	}
+	if oneP != 1 {
+		t.Errorf("%d one-P lines, want one", oneP)
 	}
 	if emf != 5 {
 		t.Errorf("%d metrics lines, want one per review request (5)", emf)
@@ -295,6 +313,30 @@ func TestSmallestFunctionPacedToItsMemory(t *testing.T) {
 		t.Errorf("pacing line %q", pacing)
 	}
 	t.Logf("resident after 3,000 invocations: %.1f MiB; %s", float64(rss)/(1<<20), strings.TrimSpace(pacing))
+}
+
+// Invocations run on one P below one vCPU's worth of memory, unless
+// GOMAXPROCS is set or the function serves several invocations at once.
+func TestInvocationProcs(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, 1},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, 1},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1768"}, 1},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1769"}, 0},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}, 0},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "AWS_LAMBDA_MAX_CONCURRENCY": "1"}, 1},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "AWS_LAMBDA_MAX_CONCURRENCY": "16"}, 0},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMAXPROCS": "2"}, 0},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0},
+		{map[string]string{}, 0},
+	} {
+		if got := invocationProcs(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("%v: %d, want %d", c.env, got, c.want)
+		}
+	}
 }
 
 func TestLambdaDeadlineBoundsASlowReview(t *testing.T) {

@@ -45,6 +45,11 @@ func TestBundleFromS3ColdStartWithStoreDown(t *testing.T) {
 	if !strings.Contains(fn.stdout.String(), `"message":"starting without a bundle from the policy store`) {
 		t.Errorf("no start-up warning:\n%s", fn.stdout)
 	}
+	// Without a bundle nothing runs in the background: invocations are on
+	// one P from the start.
+	if !strings.Contains(fn.stdout.String(), `"gomaxprocs":1,`) {
+		t.Errorf("not on one P:\n%s", fn.stdout)
+	}
 
 	s.Start()
 	// The first retry is a second after the failed load; then the review

@@ -55,6 +55,11 @@ type Config struct {
 	// MemoryLimit, when one is in force, paces the collector after each
 	// load (memlimit.Limit.GCPercent).
 	MemoryLimit memlimit.Limit
+	// Settled, if set, runs once the first bundle is loaded and what it
+	// leaves running in the background is done (client-go's schema, for
+	// ApplyConfiguration mutations), or once Start returns without a
+	// bundle.
+	Settled func()
 }
 
 // ConfigFromEnv reads Config from the environment; policies is the
@@ -126,6 +131,11 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	// FreeOSMemory collects once, in full.
 	gc := collectRarely(c.MemoryLimit)
 	defer gc.loaded()
+	settle := sync.OnceFunc(func() {
+		if c.Settled != nil {
+			c.Settled()
+		}
+	})
 	cfg := reload.Config{
 		Fetcher:          &snapshot.Fetcher{Bucket: bucket, Keys: keys},
 		Compiler:         compiler,
@@ -148,7 +158,10 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 					mutate.Warm()
 					debug.FreeOSMemory()
 					gc.fit(log)
+					settle()
 				}()
+			} else {
+				settle()
 			}
 		},
 	}
@@ -172,6 +185,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 		log.Warn().Str("policies", loc.String()).Bool("fallback", cfg.Fallback != nil).
 			Msg("starting without a bundle from the policy store: reviews fail (the webhook's failurePolicy decides), or the fallback serves, until a load succeeds")
+		settle()
 	}
 	return r, nil
 }

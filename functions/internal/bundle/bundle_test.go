@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] }, "/var/task/policies")
 	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", Interval: 2 * time.Minute, S3PathStyle: true}
-	if err != nil || c != want {
+	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Fatalf("%+v %v, want %+v", c, err, want)
 	}
 	env = map[string]string{"ADMITFN_POLICIES": "s3://b/p", "ADMITFN_REFRESH_INTERVAL": "0"}
@@ -115,6 +116,41 @@ func TestPacedToTheMemoryLimit(t *testing.T) {
 	gc.fit(zerolog.Nop())
 	if got := gcPercent(); got != 100 {
 		t.Errorf("GOGC %d after a fit on reload, want 100", got)
+	}
+}
+
+// Settled runs once: when the first bundle is loaded and nothing it started
+// runs in the background (client-go's schema parsed already here), not on a
+// reload.
+func TestSettledOnce(t *testing.T) {
+	mutate.Warm()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../../policies/examples")); err != nil {
+		t.Fatal(err)
+	}
+	settled := 0
+	r, err := Start(context.Background(), Config{Policies: dir, Settled: func() { settled++ }}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settled != 1 {
+		t.Fatalf("settled %d times by Start, want 1", settled)
+	}
+	first := r.Engine().BundleID()
+	f, err := os.OpenFile(filepath.Join(dir, "02-params.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\n# changed\n")
+	f.Close()
+	if err := r.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.Engine().BundleID() == first {
+		t.Fatalf("no reload: bundle %s still", first)
+	}
+	if settled != 1 {
+		t.Errorf("settled %d times after a reload, want 1", settled)
 	}
 }
 
