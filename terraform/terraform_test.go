@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -380,6 +381,28 @@ func TestGCPFunctionMemoryLimit(t *testing.T) {
 		got := locals(t, "modules/gcp-function", map[string]cty.Value{"memory": cty.StringVal(memory)}, "memory_bytes", "gomemlimit")["gomemlimit"]
 		if got.AsString() != want {
 			t.Errorf("memory %s: GOMEMLIMIT %s, want %s", memory, got.AsString(), want)
+		}
+	}
+}
+
+// Below 2G of memory (less than one vCPU) the Cloud Function runs on one P.
+func TestGCPFunctionProcs(t *testing.T) {
+	for memory, one := range map[string]bool{
+		"128Mi":  true,
+		"512M":   true,
+		"1Gi":    true,
+		"1907Mi": true,
+		"2G":     false,
+		"2Gi":    false,
+		"32Gi":   false,
+	} {
+		got := locals(t, "modules/gcp-function", map[string]cty.Value{"memory": cty.StringVal(memory)}, "memory_bytes", "gomaxprocs")["gomaxprocs"]
+		env := map[string]string{}
+		for k, v := range got.AsValueMap() {
+			env[k] = v.AsString()
+		}
+		if want := map[bool]map[string]string{true: {"GOMAXPROCS": "1"}, false: {}}[one]; !reflect.DeepEqual(env, want) {
+			t.Errorf("memory %s: %v, want %v", memory, env, want)
 		}
 	}
 }

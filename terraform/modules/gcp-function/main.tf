@@ -16,6 +16,11 @@ locals {
   # container's cgroup limit itself, but Cloud Run's sandbox may show none.
   memory_bytes = tonumber(regex("^[0-9]+", var.memory)) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("[A-Za-z]+$", var.memory)]
   gomemlimit   = "${floor(local.memory_bytes * 0.9 / 1048576)}MiB"
+
+  # Below 2G an instance has less than one vCPU and serves one request at a
+  # time: a second P adds only the scheduler's hand-offs, paid from the same
+  # share (a fifth of a warm request's CPU, BenchmarkGCFWarmRequests).
+  gomaxprocs = local.memory_bytes < 2000000000 ? { GOMAXPROCS = "1" } : {}
 }
 
 resource "random_password" "token_a" {
@@ -157,6 +162,7 @@ resource "google_cloudfunctions2_function" "this" {
         ADMITFN_REFRESH_INTERVAL = var.refresh_interval
         GOMEMLIMIT               = local.gomemlimit
       },
+      local.gomaxprocs,
       var.bundle_public_key == null ? {} : { ADMITFN_BUNDLE_PUBLIC_KEY = var.bundle_public_key },
     )
   }

@@ -28,6 +28,10 @@ run "defaults" {
     error_message = "the Go runtime's soft memory limit must be nine tenths of the default 512M"
   }
   assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].environment_variables["GOMAXPROCS"] == "1"
+    error_message = "512M is less than one vCPU: one P"
+  }
+  assert {
     condition     = google_cloud_run_service_iam_member.public.member == "allUsers" && google_cloud_run_service_iam_member.public.role == "roles/run.invoker"
     error_message = "the apiserver cannot send ID tokens: invocation must be public"
   }
