@@ -266,7 +266,7 @@ func TestColdStartThenInvocations(t *testing.T) {
 }
 
 // The smallest function Lambda runs (128 MB), in a memory cgroup of that
-// size as Lambda's sandbox is: paced to its 115 MiB limit, the bootstrap
+// size standing in for Lambda's sandbox: paced to its 115 MiB limit, the bootstrap
 // answers thousands of reviews with the golden answers, and the kernel
 // never has to end it.
 func TestSmallestFunctionPacedToItsMemory(t *testing.T) {
