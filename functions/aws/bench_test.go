@@ -16,6 +16,7 @@ import (
 	"github.com/admitfn/admitfn/internal/lambdabuild"
 	"github.com/admitfn/admitfn/internal/lambdatest"
 	"github.com/admitfn/admitfn/internal/soak"
+	"github.com/admitfn/admitfn/internal/warmbench"
 )
 
 // BenchmarkColdStart measures process exec → first answered invocation for
@@ -89,71 +90,29 @@ func BenchmarkWarmInvocations(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	launch := func(env ...string) *instance {
+	ctx := context.Background()
+	process := func(name string, env ...string) (warmbench.Process, *function) {
 		api, err := lambdatest.NewRuntimeAPI()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(api.Close)
-		return &instance{api: api, fn: start(b, bootstrap, api, env...)}
+		fn := start(b, bootstrap, api, env...)
+		return warmbench.Process{Name: name, Pid: fn.cmd.Process.Pid, Send: func(i int) {
+			res, err := api.Invoke(ctx, payloads[i%len(payloads)], 10*time.Second)
+			if err != nil || res.Err != nil || !bytes.HasPrefix(res.Payload, []byte(`{"statusCode":200,`)) {
+				b.Fatalf("%s: %v %v %.100s\n%s", cases[i%len(cases)].Name, err, res.Err, res.Payload, fn.stderr)
+			}
+		}}, fn
 	}
-	admitfn := launch(examples(b))
-	defaults := launch(examples(b), "GOGC=100", fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
-	ctx := context.Background()
-	invoke := func(in *instance, i int) {
-		began := time.Now()
-		res, err := in.api.Invoke(ctx, payloads[i%len(payloads)], 10*time.Second)
-		in.wall += time.Since(began)
-		if err != nil || res.Err != nil || !bytes.HasPrefix(res.Payload, []byte(`{"statusCode":200,`)) {
-			b.Fatalf("%s: %v %v %.100s\n%s", cases[i%len(cases)].Name, err, res.Err, res.Payload, in.fn.stderr)
-		}
-	}
-	// Warm: the first invocations fault in code and fill the caches.
-	for i := range 500 {
-		invoke(admitfn, i)
-		invoke(defaults, i)
-	}
+	admitfn, afn := process("admitfn", examples(b))
+	defaults, dfn := process("defaults", examples(b), "GOGC=100", fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
+	// Warm: the first invocations fault in code and fill the caches, and
+	// client-go's schema is parsed.
+	warmbench.Alternate(500, admitfn, defaults)
 	const pacing, oneP = `"message":"collector paced to the memory limit"`, `"gomaxprocs":1,`
-	if a, d := admitfn.fn.stdout.String(), defaults.fn.stdout.String(); !strings.Contains(a, pacing) || !strings.Contains(a, oneP) || strings.Contains(d, pacing) || strings.Contains(d, oneP) {
-		b.Fatalf("want the first bootstrap paced and on one P, the second on Go's defaults:\n%s\n%s", admitfn.fn.stdout, defaults.fn.stdout)
+	if a, d := afn.stdout.String(), dfn.stdout.String(); !strings.Contains(a, pacing) || !strings.Contains(a, oneP) || strings.Contains(d, pacing) || strings.Contains(d, oneP) {
+		b.Fatalf("want the first bootstrap paced and on one P, the second on Go's defaults:\n%s\n%s", afn.stdout, dfn.stdout)
 	}
-	const perLoop = 5000
-	n := 0
-	admitfn.wall, defaults.wall = 0, 0
-	b.ResetTimer()
-	for b.Loop() {
-		before := [2]time.Duration{admitfn.cpuTime(b), defaults.cpuTime(b)}
-		for i := range perLoop {
-			invoke(admitfn, i)
-			invoke(defaults, i)
-		}
-		admitfn.cpu += admitfn.cpuTime(b) - before[0]
-		defaults.cpu += defaults.cpuTime(b) - before[1]
-		n += perLoop
-	}
-	b.ReportMetric(float64(admitfn.cpu)/float64(defaults.cpu), "x-defaults")
-	for name, in := range map[string]*instance{"admitfn": admitfn, "defaults": defaults} {
-		rss, err := soak.RSS(in.fn.cmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(in.cpu.Microseconds())/float64(n), name+"-cpu-µs/op")
-		b.ReportMetric(float64(in.wall.Microseconds())/float64(n), name+"-wall-µs/op")
-		b.ReportMetric(float64(rss)/(1<<20), name+"-rss-MiB")
-	}
-}
-
-type instance struct {
-	api       *lambdatest.RuntimeAPI
-	fn        *function
-	cpu, wall time.Duration
-}
-
-func (in *instance) cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	d, err := soak.CPUTime(in.fn.cmd.Process.Pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
+	warmbench.Compare(b, 5000, admitfn, defaults)
 }

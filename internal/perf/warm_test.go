@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/internal/soak"
+	"github.com/admitfn/admitfn/internal/warmbench"
 )
 
 // BenchmarkGCFWarmRequests measures the CPU a warm Cloud Function instance
@@ -39,66 +40,33 @@ func BenchmarkGCFWarmRequests(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	admitfn := launchGCF(b, bin, policies, "GOMAXPROCS=1")
-	defaults := launchGCF(b, bin, policies, "GOGC=100", fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
 	client := &http.Client{Timeout: 10 * time.Second}
-	send := func(in *gcfInstance, i int) {
-		c := cases[i%len(cases)]
-		began := time.Now()
-		resp, err := client.Post(in.url+c.Route, "application/json", bytes.NewReader(c.Body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		in.wall += time.Since(began)
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
-		}
+	process := func(name string, env ...string) warmbench.Process {
+		cmd, url := launchGCF(b, client, bin, policies, env...)
+		return warmbench.Process{Name: name, Pid: cmd.Process.Pid, Send: func(i int) {
+			c := cases[i%len(cases)]
+			resp, err := client.Post(url+c.Route, "application/json", bytes.NewReader(c.Body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
+			}
+		}}
 	}
-	for _, in := range []*gcfInstance{admitfn, defaults} {
-		in.waitUp(b, client)
-	}
+	admitfn := process("admitfn", "GOMAXPROCS=1")
+	defaults := process("defaults", "GOGC=100", fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
 	// Warm: the first requests fault in code and fill the caches.
-	for i := range 500 {
-		send(admitfn, i)
-		send(defaults, i)
-	}
-	const perLoop = 5000
-	n := 0
-	admitfn.wall, defaults.wall = 0, 0
-	b.ResetTimer()
-	for b.Loop() {
-		before := [2]time.Duration{admitfn.cpuTime(b), defaults.cpuTime(b)}
-		for i := range perLoop {
-			send(admitfn, i)
-			send(defaults, i)
-		}
-		admitfn.cpu += admitfn.cpuTime(b) - before[0]
-		defaults.cpu += defaults.cpuTime(b) - before[1]
-		n += perLoop
-	}
-	b.ReportMetric(float64(admitfn.cpu)/float64(defaults.cpu), "x-defaults")
-	for name, in := range map[string]*gcfInstance{"admitfn": admitfn, "defaults": defaults} {
-		rss, err := soak.RSS(in.cmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(in.cpu.Microseconds())/float64(n), name+"-cpu-µs/op")
-		b.ReportMetric(float64(in.wall.Microseconds())/float64(n), name+"-wall-µs/op")
-		b.ReportMetric(float64(rss)/(1<<20), name+"-rss-MiB")
-	}
+	warmbench.Alternate(500, admitfn, defaults)
+	warmbench.Compare(b, 5000, admitfn, defaults)
 }
 
-type gcfInstance struct {
-	cmd       *exec.Cmd
-	url       string
-	cpu, wall time.Duration
-}
-
-// launchGCF starts the function on a free loopback port, with the memory limit
-// the Terraform module gives 512M, and env.
-func launchGCF(b *testing.B, bin, policies string, env ...string) *gcfInstance {
+// launchGCF starts the function on a free loopback port, with the memory
+// limit the Terraform module gives 512M, and env, and waits for it to
+// answer.
+func launchGCF(b *testing.B, client *http.Client, bin, policies string, env ...string) (*exec.Cmd, string) {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,28 +83,15 @@ func launchGCF(b *testing.B, bin, policies string, env ...string) *gcfInstance {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return &gcfInstance{cmd: cmd, url: "http://127.0.0.1:" + port}
-}
-
-func (in *gcfInstance) waitUp(b *testing.B, client *http.Client) {
-	b.Helper()
+	url := "http://127.0.0.1:" + port
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := client.Get(in.url + "/healthz")
+		resp, err := client.Get(url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			return
+			return cmd, url
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("no answer after 30s: %v", err)
 		}
 	}
-}
-
-func (in *gcfInstance) cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	d, err := soak.CPUTime(in.cmd.Process.Pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
 }
