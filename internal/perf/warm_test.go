@@ -68,12 +68,8 @@ func BenchmarkGCFWarmRequests(b *testing.B) {
 // answer.
 func launchGCF(b *testing.B, client *http.Client, bin, policies string, env ...string) (*exec.Cmd, string) {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	addr := freePort(b)
+	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"PORT=" + port, "LOCAL_ONLY=true", "ADMITFN_POLICIES=" + policies, "GOMEMLIMIT=439MiB"}, env...)...)
 	if err := cmd.Start(); err != nil {
@@ -83,7 +79,7 @@ func launchGCF(b *testing.B, client *http.Client, bin, policies string, env ...s
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	url := "http://127.0.0.1:" + port
+	url := "http://" + addr
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		resp, err := client.Get(url + "/healthz")
 		if err == nil {
