@@ -37,7 +37,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -140,8 +139,8 @@ func invocationProcs(getenv func(string) string) int {
 	if c := getenv("AWS_LAMBDA_MAX_CONCURRENCY"); c != "" && c != "1" {
 		return 0
 	}
-	mb, err := strconv.Atoi(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"))
-	if err != nil || mb <= 0 || mb >= oneVCPUMemoryMB {
+	memory, ok, err := memlimit.Lambda(getenv).Read()
+	if err != nil || !ok || memory >= oneVCPUMemoryMB<<20 {
 		return 0
 	}
 	return 1

@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
 )
@@ -329,27 +331,17 @@ func RSS(pid int) (int64, error) {
 }
 
 // CPUTime is the user and system time a process has spent, all its threads
-// together, from /proc (clock ticks of 10 ms).
+// together (/proc/<pid>/stat, in clock ticks of 10 ms).
 func CPUTime(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command's closing parenthesis start at the
-	// third: utime is the 14th, stime the 15th.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		t, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += t
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	return time.Duration(st.UTime+st.STime) * 10 * time.Millisecond, nil
 }
 
 type server struct {
