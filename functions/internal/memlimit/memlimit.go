@@ -134,7 +134,8 @@ const (
 // in force or GOGC is set in the environment: then the collector keeps the
 // pace it has.
 func (l Limit) GCPercent(live uint64) (percent int, ok bool) {
-	if !l.Set() || l.gogc || l.Bytes <= 0 {
+	// GOMEMLIMIT=off reads as math.MaxInt64: no limit to pace to.
+	if !l.Set() || l.gogc || l.Bytes <= 0 || l.Bytes >= maxLimit {
 		return 0, false
 	}
 	if live == 0 {

@@ -142,6 +142,7 @@ func TestGCPercent(t *testing.T) {
 		{"a heap over the limit collects as by default", limit, 300 << 20, 100, true},
 		{"nothing live yet", limit, 0, 400, true},
 		{"no limit", Limit{}, 10 << 20, 0, false},
+		{"GOMEMLIMIT=off", Limit{Bytes: math.MaxInt64, From: "GOMEMLIMIT"}, 10 << 20, 0, false},
 	} {
 		if p, ok := c.limit.GCPercent(c.live); p != c.percent || ok != c.ok {
 			t.Errorf("%s: GCPercent = %d, %v; want %d, %v", c.name, p, ok, c.percent, c.ok)
