@@ -6,6 +6,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -30,6 +31,18 @@ type Attributes struct {
 	namespaceName string
 	annotations   map[string]string
 	keys          []string
+
+	// shareObjects: the review is validating, so its objects do not change
+	// and their CEL values (objectValue) are shared by every policy.
+	shareObjects      bool
+	object, oldObject sharedObject
+}
+
+// sharedObject is the CEL value of one object, remembered with the object
+// it is the value of.
+type sharedObject struct {
+	src runtime.Object
+	val ref.Val
 }
 
 // NewAttributes builds the attributes of a decoded review request.
@@ -79,6 +92,19 @@ func (a *Attributes) celRequest() ref.Val {
 	}
 	a.request = celcommon.SchemalessTypedToVal(r)
 	return a.request
+}
+
+// celObject is the CEL value of lazy's object: on a validating review, one
+// objectValue shared by every policy; otherwise upstream's.
+func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject) (ref.Val, error) {
+	u, ok := lazy.Object().(*unstructured.Unstructured)
+	if !a.shareObjects || !ok {
+		return lazy.CELValue()
+	}
+	if shared.src != u {
+		shared.src, shared.val = u, objectValue(u.Object)
+	}
+	return shared.val, nil
 }
 
 // celNamespace is the CEL `namespaceObject`. The function cannot read the

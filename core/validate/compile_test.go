@@ -127,9 +127,12 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 	}
 }
 
-// versioned is what upstream's dispatcher gives a validator for req.
+// versioned is what upstream's dispatcher gives a validator for req, on a
+// validating review (Dispatch): admitfn's evaluations share the objects'
+// CEL values, upstream's convert them as upstream does.
 func versioned(req *review.Request) (*Attributes, *admission.VersionedAttributes) {
 	attrs := NewAttributes(req)
+	attrs.shareObjects = true
 	return attrs, &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(attrs.GetObject()), VersionedOldObject: admission.NewLazyObject(attrs.GetOldObject())}
 }
 

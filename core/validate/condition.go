@@ -13,6 +13,7 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	celcommon "k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
 // condition is a plugincel.ConditionEvaluator over programs compiled by
@@ -44,6 +45,9 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	}
 	compositionCtx := c.compiler.CreateContext(ctx)
 	act.variables = compositionCtx.Variables(act)
+	if m, ok := act.variables.(*lazy.MapValue); ok {
+		act.variables = &variablesMap{MapValue: m}
+	}
 
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
 	remaining := runtimeCELCostBudget
@@ -107,25 +111,32 @@ func (a *activation) Parent() interpreter.Activation { return nil }
 func newActivation(versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace) (*activation, error) {
 	var err error
 	act := &activation{}
-	// The versioned objects keep their CEL values, so every policy and
-	// binding of the review shares one conversion (upstream does the same).
-	if act.oldObject, err = versionedAttr.VersionedOldObject.CELValue(); err != nil {
-		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
-	}
-	if act.object, err = versionedAttr.VersionedObject.CELValue(); err != nil {
-		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
-	}
 	if inputs.VersionedParams != nil {
 		act.params = celcommon.SchemalessTypedToVal(inputs.VersionedParams)
 	}
 	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
+		// A validating review's objects have one CEL value each, shared by
+		// every policy and binding (celObject).
+		if act.oldObject, err = attrs.celObject(&versionedAttr.VersionedOldObject, &attrs.oldObject); err != nil {
+			return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
+		}
+		if act.object, err = attrs.celObject(&versionedAttr.VersionedObject, &attrs.object); err != nil {
+			return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
+		}
 		act.request = attrs.celRequest()
 		if namespace != nil {
 			act.namespace = attrs.celNamespace(namespace)
 		}
 		return act, nil
 	}
-	// Attributes from elsewhere: convert per call, as upstream does.
+	// Attributes from elsewhere: upstream's values. The versioned objects
+	// keep theirs, so policies share the object's top-level conversion.
+	if act.oldObject, err = versionedAttr.VersionedOldObject.CELValue(); err != nil {
+		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
+	}
+	if act.object, err = versionedAttr.VersionedObject.CELValue(); err != nil {
+		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
+	}
 	act.request = celcommon.SchemalessTypedToVal(request)
 	act.namespace = celcommon.SchemalessTypedToVal(namespace)
 	return act, nil

@@ -1,0 +1,246 @@
+package validate
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/review"
+)
+
+// Expressions over the shared object value (objectValue) and over
+// upstream's (cel-go's DefaultTypeAdapter over the same map, as
+// admission.LazyObject builds it) give the same result, the same error
+// text and the same runtime cost, every expression evaluated twice on one
+// shared value so the second reads what the first remembered. The cases
+// reach every operation the shared value does itself (field and element
+// reads, iteration, folds, `in` on a map, emptiness, printing) and those it
+// leaves to cel-go (equality both ways, conversion, concatenation, size,
+// indexes that are not in-range integers).
+func TestObjectValueMatchesUpstream(t *testing.T) {
+	body, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := review.Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := review.Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old object differs in one nested field, so equality walks it.
+	old.Object.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "changed"
+	obj := pod.Object.Object
+	obj["extra"] = map[string]any{"nothing": nil, "float": 1.5, "big": int64(1) << 62, "nested": []any{[]any{int64(1), "a"}, map[string]any{}}, "dots.and-dashes": true}
+	for i := range 12 { // past smallMap, so a map remembers in both ways
+		obj["extra"].(map[string]any)[fmt.Sprintf("k%02d", i)] = int64(i)
+	}
+
+	base, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable(plugincel.ObjectVarName, cel.DynType), cel.Variable(plugincel.OldObjectVarName, cel.DynType)},
+	}, environment.StrictCostOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := base.Env(environment.NewExpressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	exprs := []string{
+		// reads, presence, optionals
+		`object.spec.containers[0].name`,
+		`object.spec.containers[1].securityContext.runAsNonRoot`,
+		`object.metadata.labels`,
+		`has(object.spec.hostNetwork)`,
+		`has(object.spec.containers[0].securityContext)`,
+		`object.?spec.?nodeName.orValue("none")`,
+		`object.spec.containers[?7].hasValue()`,
+		`object.spec.containers[?0].?name.orValue("")`,
+		`object.extra.nothing == null`,
+		`object.extra.float + 1.0`,
+		`object.extra.big`,
+		`object.extra.nested[0][1]`,
+		`object.extra["dots.and-dashes"]`,
+		`object.extra.k11`,
+		`object.missing`,
+		`object.spec.containers[1.0].name`,
+		`object.spec.containers[1.5]`,
+		`object.spec.containers[-1]`,
+		`object.spec.containers[99]`,
+		`object.spec.containers["a"]`,
+		`object[1]`,
+		`dyn(object)[1] == 1`,
+		// iteration and folds
+		`object.spec.containers.all(c, has(c.resources) && c.resources.?limits.?memory.hasValue())`,
+		`object.spec.containers.exists(c, c.image.endsWith(":latest"))`,
+		`object.spec.containers.map(c, c.name)`,
+		`object.spec.containers.filter(c, c.?securityContext.?privileged.orValue(false))`,
+		`object.spec.containers.all(i, c, i >= 0 && c.name != "")`,
+		`object.spec.containers.transformList(i, c, c.name + string(i))`,
+		`object.extra.all(k, v, k != "" && (type(v) != int || v >= 0))`,
+		`object.extra.transformMap(k, v, type(v) == int, v + 1)`,
+		`object.metadata.labels.exists(k, object.metadata.labels[k] == "web")`,
+		`object.extra.map(k, k).size()`,
+		`[object.spec.containers, object.spec.containers].map(l, l.size())`,
+		// what cel-go's own value does
+		`object == oldObject`,
+		`oldObject == object`,
+		`object.spec.containers == oldObject.spec.containers`,
+		`object.metadata == oldObject.metadata`,
+		`object.spec.containers + object.spec.containers`,
+		`(object.spec.containers + oldObject.spec.containers)[2].name`,
+		`object.spec.containers + []`,
+		`[] + object.spec.containers`,
+		`object.spec.containers[0] in object.spec.containers`,
+		`"spec" in object`,
+		`1 in object`,
+		`object.spec.containers.size()`,
+		`size(object.extra)`,
+		`string(object.metadata.name)`,
+		`type(object.spec.containers) == list && type(object.spec) == map`,
+		`object.spec.containers.sortBy(c, c.name).map(c, c.name)`,
+		`object.spec.containers.map(c, c.name).isSorted()`,
+		`optional.ofNonZeroValue(object.extra.nested[1]).hasValue()`,
+		`optional.ofNonZeroValue(object.spec.containers).hasValue()`,
+		`object.extra.nested[1] == {}`,
+		`object.spec.containers.map(c, c.?ports.orValue([])).exists(p, p.size() > 0)`,
+		`object.spec.containers[0].ports[0].containerPort + 0`,
+	}
+	for _, expr := range exprs {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %v", expr, iss.Err())
+		}
+		prog, err := env.Program(ast, cel.CostTracking(nil), cel.CostLimit(1_000_000))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		want := evalOn(t, prog, types.DefaultTypeAdapter.NativeToValue(obj), types.DefaultTypeAdapter.NativeToValue(old.Object.Object))
+		shared, sharedOld := objectValue(obj), objectValue(old.Object.Object)
+		for i := range 2 {
+			if got := evalOn(t, prog, shared, sharedOld); got != want {
+				t.Errorf("%s (evaluation %d):\n got %s\nwant %s", expr, i+1, got, want)
+			}
+		}
+	}
+}
+
+// evalOn is an evaluation's outcome as text: the value (its type and Go
+// value) or the error, and the runtime cost.
+func evalOn(t *testing.T, prog cel.Program, object, oldObject ref.Val) string {
+	t.Helper()
+	out, det, err := prog.Eval(map[string]any{plugincel.ObjectVarName: object, plugincel.OldObjectVarName: oldObject})
+	cost := uint64(0)
+	if det != nil && det.ActualCost() != nil {
+		cost = *det.ActualCost()
+	}
+	if err != nil {
+		return fmt.Sprintf("error %v, cost %d", err, cost)
+	}
+	native, convErr := out.ConvertToNative(reflect.TypeFor[any]())
+	return fmt.Sprintf("%s %#v (%v), cost %d", out.Type().TypeName(), native, convErr, cost)
+}
+
+// The shared value remembers what it read: the same field or element is
+// the same CEL value on every read, through Get, Find, an iterator and a
+// fold alike.
+func TestObjectValueRemembers(t *testing.T) {
+	m := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}}
+	obj := objectValue(m).(traits.Mapper)
+	spec := obj.Get(types.String("spec"))
+	if again, _ := obj.Find(types.String("spec")); again != spec {
+		t.Fatal("a field read twice is converted twice")
+	}
+	list := spec.(traits.Mapper).Get(types.String("containers")).(traits.Lister)
+	first := list.Get(types.Int(0))
+	it := list.Iterator()
+	if it.HasNext() != types.True || it.Next() != first || it.Next() != list.Get(types.Int(1)) || it.HasNext() != types.False || it.Next() != nil {
+		t.Fatal("the iterator does not give the remembered elements")
+	}
+	var folded []ref.Val
+	list.(traits.Foldable).Fold(folder(func(_, v any) bool { folded = append(folded, v.(ref.Val)); return true }))
+	if len(folded) != 2 || folded[0] != first {
+		t.Fatalf("fold gave %v", folded)
+	}
+	if list.Get(types.Double(0)).Equal(first) != types.True {
+		t.Fatal("a lossless double index reads another element")
+	}
+	// A map read in more fields than smallMap remembers every one of them.
+	wide := map[string]any{}
+	for i := range 3 * smallMap {
+		wide[fmt.Sprint(i)] = map[string]any{}
+	}
+	w := objectValue(wide).(traits.Mapper)
+	read := map[string]ref.Val{}
+	for k := range wide {
+		read[k] = w.Get(types.String(k))
+	}
+	for k, v := range read {
+		if w.Get(types.String(k)) != v {
+			t.Fatalf("field %s of a wide map converted twice", k)
+		}
+	}
+	if obj.(traits.Zeroer).IsZeroValue() || objectValue(map[string]any{}).(traits.Zeroer).IsZeroValue() != true {
+		t.Fatal("emptiness")
+	}
+	if got, want := fmt.Sprint(list), fmt.Sprint(types.DefaultTypeAdapter.NativeToValue(m["spec"].(map[string]any)["containers"])); got != want {
+		t.Fatalf("printed %s, cel-go prints %s", got, want)
+	}
+}
+
+type folder func(k, v any) bool
+
+func (f folder) FoldEntry(k, v any) bool { return f(k, v) }
+
+// On a validating review an object has one shared value, renewed if the
+// versioned object is another; elsewhere (mutating reviews, whose object
+// changes) the value is upstream's LazyObject's.
+func TestCelObjectShared(t *testing.T) {
+	req := decode(t)
+	attrs, va := versioned(req)
+	v1, err := attrs.celObject(&va.VersionedObject, &attrs.object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v1.(*objectMap); !ok {
+		t.Fatalf("validating review: object value %T, want the shared value", v1)
+	}
+	if again, _ := attrs.celObject(&va.VersionedObject, &attrs.object); again != v1 {
+		t.Fatal("object value rebuilt within one review")
+	}
+	old, _ := attrs.celObject(&va.VersionedOldObject, &attrs.oldObject)
+	if old.Equal(v1) != types.False {
+		t.Fatal("oldObject shares object's value")
+	}
+	other := decode(t)
+	other.Object.Object["spec"] = map[string]any{"replicas": int64(9)}
+	va.VersionedObject.Set(other.Object)
+	v2, _ := attrs.celObject(&va.VersionedObject, &attrs.object)
+	if v2 == v1 || v2.Equal(types.DefaultTypeAdapter.NativeToValue(other.Object.Object)) != types.True {
+		t.Fatal("a new versioned object kept the old one's value")
+	}
+	if none, err := attrs.celObject(&admission.LazyObject{}, &sharedObject{}); none != nil || err != nil {
+		t.Fatalf("no object: %v %v", none, err)
+	}
+
+	mutating := NewAttributes(req)
+	lazy := admission.NewLazyObject(req.Object)
+	got, _ := mutating.celObject(&lazy, &mutating.object)
+	if want, _ := lazy.CELValue(); got != want {
+		t.Fatalf("mutating review: %T, want upstream's value", got)
+	}
+}
