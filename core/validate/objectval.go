@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -18,9 +19,10 @@ import (
 // cel-go's reflection. objectValue is that value with a memory: a map or list
 // remembers the CEL value of each field or element once read, so the
 // policies of a validating review share one conversion of each part of the
-// object they read. Everything but reading a field or an element (equality,
-// conversion, size, `in`, iterating a map's keys, printing) is cel-go's own
-// value's, so the values behave exactly as upstream's; only reads are
+// object they read. Everything but reading a field or an element, its size
+// and its Go value (equality, conversion, `+`, `in` on a list, iterating a
+// map's keys, printing) is done by cel-go's own value, built the first time
+// it is needed, so the values behave exactly as upstream's; only reads are
 // remembered, and CEL values are immutable.
 //
 // The object must not change while its value is in use: only a validating
@@ -30,22 +32,23 @@ import (
 func objectValue(v any) ref.Val {
 	switch v := v.(type) {
 	case map[string]any:
-		return &objectMap{Mapper: types.NewStringInterfaceMap(types.DefaultTypeAdapter, v), m: v}
+		return &objectMap{m: v}
 	case []any:
-		return &objectList{Lister: types.DefaultTypeAdapter.NativeToValue(v).(traits.Lister), s: v}
+		return &objectList{s: v}
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
 }
 
-// smallMap is how many fields a map remembers in a slice before it
-// remembers them in a Go map: most objects' maps are read a few fields each.
-const smallMap = 8
+// smallMap is how many fields a map remembers in place before it remembers
+// them in a Go map: most of an object's maps are read a few fields each.
+const smallMap = 4
 
 type objectMap struct {
-	traits.Mapper // cel-go's value of m
-	m             map[string]any
-	few           []objectField
-	many          map[string]ref.Val
+	m    map[string]any
+	cel  traits.Mapper // cel-go's value of m, once needed
+	nfew int
+	few  [smallMap]objectField
+	many map[string]ref.Val
 }
 
 type objectField struct {
@@ -62,6 +65,14 @@ var (
 	_ traits.Zeroer   = (*objectList)(nil)
 )
 
+// upstream is cel-go's value of the map, as LazyObject.CELValue makes it.
+func (o *objectMap) upstream() traits.Mapper {
+	if o.cel == nil {
+		o.cel = types.NewStringInterfaceMap(types.DefaultTypeAdapter, o.m).(traits.Mapper)
+	}
+	return o.cel
+}
+
 // field is the remembered value of m[name], raw.
 func (o *objectMap) field(name string, raw any) ref.Val {
 	if o.many != nil {
@@ -69,7 +80,7 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 			return v
 		}
 	} else {
-		for _, f := range o.few {
+		for _, f := range o.few[:o.nfew] {
 			if f.name == name {
 				return f.val
 			}
@@ -79,15 +90,16 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 	switch {
 	case o.many != nil:
 		o.many[name] = v
-	case len(o.few) < smallMap:
-		o.few = append(o.few, objectField{name, v})
+	case o.nfew < smallMap:
+		o.few[o.nfew] = objectField{name, v}
+		o.nfew++
 	default:
-		o.many = make(map[string]ref.Val, 2*smallMap)
+		o.many = make(map[string]ref.Val, 4*smallMap)
 		for _, f := range o.few {
 			o.many[f.name] = f.val
 		}
 		o.many[name] = v
-		o.few = nil
+		o.few, o.nfew = [smallMap]objectField{}, 0
 	}
 	return v
 }
@@ -131,13 +143,33 @@ func (o *objectMap) Fold(f traits.Folder) {
 	}
 }
 
+func (o *objectMap) Size() ref.Val     { return types.Int(len(o.m)) }
 func (o *objectMap) IsZeroValue() bool { return len(o.m) == 0 }
-func (o *objectMap) String() string    { return fmt.Sprint(o.Mapper) }
+func (o *objectMap) Type() ref.Type    { return types.MapType }
+func (o *objectMap) Value() any        { return o.m }
+
+func (o *objectMap) Iterator() traits.Iterator { return o.upstream().Iterator() }
+func (o *objectMap) Equal(other ref.Val) ref.Val {
+	return o.upstream().Equal(other)
+}
+func (o *objectMap) ConvertToNative(t reflect.Type) (any, error) {
+	return o.upstream().ConvertToNative(t)
+}
+func (o *objectMap) ConvertToType(t ref.Type) ref.Val { return o.upstream().ConvertToType(t) }
+func (o *objectMap) String() string                   { return fmt.Sprint(o.upstream()) }
 
 type objectList struct {
-	traits.Lister // cel-go's value of s
-	s             []any
-	elems         []ref.Val
+	s     []any
+	cel   traits.Lister // cel-go's value of s, once needed
+	elems []ref.Val
+}
+
+// upstream is cel-go's value of the list, as LazyObject.CELValue makes it.
+func (l *objectList) upstream() traits.Lister {
+	if l.cel == nil {
+		l.cel = types.DefaultTypeAdapter.NativeToValue(l.s).(traits.Lister)
+	}
+	return l.cel
 }
 
 func (l *objectList) elem(i int) ref.Val {
@@ -157,11 +189,11 @@ func (l *objectList) Get(index ref.Val) ref.Val {
 	if i, ok := index.(types.Int); ok && i >= 0 && int64(i) < int64(len(l.s)) {
 		return l.elem(int(i))
 	}
-	return l.Lister.Get(index)
+	return l.upstream().Get(index)
 }
 
 func (l *objectList) Iterator() traits.Iterator {
-	return &objectListIterator{Iterator: l.Lister.Iterator(), list: l}
+	return &objectListIterator{list: l}
 }
 
 // Fold gives each index and its remembered element, in order.
@@ -173,13 +205,23 @@ func (l *objectList) Fold(f traits.Folder) {
 	}
 }
 
+func (l *objectList) Size() ref.Val     { return types.Int(len(l.s)) }
 func (l *objectList) IsZeroValue() bool { return len(l.s) == 0 }
-func (l *objectList) String() string    { return fmt.Sprint(l.Lister) }
+func (l *objectList) Type() ref.Type    { return types.ListType }
+func (l *objectList) Value() any        { return l.s }
 
-// objectListIterator walks the remembered elements; as a CEL value it is
-// cel-go's list iterator (iterators are never values an expression sees).
+func (l *objectList) Add(other ref.Val) ref.Val        { return l.upstream().Add(other) }
+func (l *objectList) Contains(elem ref.Val) ref.Val    { return l.upstream().Contains(elem) }
+func (l *objectList) Equal(other ref.Val) ref.Val      { return l.upstream().Equal(other) }
+func (l *objectList) ConvertToType(t ref.Type) ref.Val { return l.upstream().ConvertToType(t) }
+func (l *objectList) ConvertToNative(t reflect.Type) (any, error) {
+	return l.upstream().ConvertToNative(t)
+}
+func (l *objectList) String() string { return fmt.Sprint(l.upstream()) }
+
+// objectListIterator walks the remembered elements. Iterators are never
+// values an expression sees; as one it is cel-go's list iterator.
 type objectListIterator struct {
-	traits.Iterator
 	list   *objectList
 	cursor int
 }
@@ -193,6 +235,17 @@ func (it *objectListIterator) Next() ref.Val {
 	it.cursor++
 	return it.list.elem(it.cursor - 1)
 }
+
+func (it *objectListIterator) upstream() traits.Iterator { return it.list.upstream().Iterator() }
+func (it *objectListIterator) ConvertToNative(t reflect.Type) (any, error) {
+	return it.upstream().ConvertToNative(t)
+}
+func (it *objectListIterator) ConvertToType(t ref.Type) ref.Val {
+	return it.upstream().ConvertToType(t)
+}
+func (it *objectListIterator) Equal(other ref.Val) ref.Val { return it.upstream().Equal(other) }
+func (it *objectListIterator) Type() ref.Type              { return it.upstream().Type() }
+func (it *objectListIterator) Value() any                  { return it.upstream().Value() }
 
 // variablesMap is upstream's `variables` (a lazy.MapValue, which evaluates a
 // variable when it is first read and keeps its value) remembering, by the

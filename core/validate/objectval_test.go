@@ -43,7 +43,7 @@ func TestObjectValueMatchesUpstream(t *testing.T) {
 	// The old object differs in one nested field, so equality walks it.
 	old.Object.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "changed"
 	obj := pod.Object.Object
-	obj["extra"] = map[string]any{"nothing": nil, "float": 1.5, "big": int64(1) << 62, "nested": []any{[]any{int64(1), "a"}, map[string]any{}}, "dots.and-dashes": true}
+	obj["extra"] = map[string]any{"nothing": nil, "float": 1.5, "big": int64(1) << 62, "nested": []any{[]any{int64(1), "a"}, map[string]any{}}, "dots.and-dashes": true, "empty": []any{}, "one": []any{"x"}}
 	for i := range 12 { // past smallMap, so a map remembers in both ways
 		obj["extra"].(map[string]any)[fmt.Sprintf("k%02d", i)] = int64(i)
 	}
@@ -116,6 +116,9 @@ func TestObjectValueMatchesUpstream(t *testing.T) {
 		`object.spec.containers.map(c, c.name).isSorted()`,
 		`optional.ofNonZeroValue(object.extra.nested[1]).hasValue()`,
 		`optional.ofNonZeroValue(object.spec.containers).hasValue()`,
+		`optional.ofNonZeroValue(object.extra.empty).hasValue()`,
+		`optional.ofNonZeroValue(object.extra.one).hasValue()`,
+		`object.extra.one + object.extra.empty + object.extra.one`,
 		`object.extra.nested[1] == {}`,
 		`object.spec.containers.map(c, c.?ports.orValue([])).exists(p, p.size() > 0)`,
 		`object.spec.containers[0].ports[0].containerPort + 0`,
