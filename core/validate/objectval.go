@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -192,8 +193,16 @@ func (l *objectList) Get(index ref.Val) ref.Val {
 	return l.upstream().Get(index)
 }
 
-func (l *objectList) Iterator() traits.Iterator {
-	return &objectListIterator{list: l}
+func (l *objectList) Iterator() traits.Iterator { return newListIterator(l) }
+
+// Add is cel-go's, with this list first: the concatenation reads its
+// elements through it.
+func (l *objectList) Add(other ref.Val) ref.Val {
+	o, ok := other.(traits.Lister)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(other)
+	}
+	return concat(l, o)
 }
 
 // Fold gives each index and its remembered element, in order.
@@ -210,7 +219,6 @@ func (l *objectList) IsZeroValue() bool { return len(l.s) == 0 }
 func (l *objectList) Type() ref.Type    { return types.ListType }
 func (l *objectList) Value() any        { return l.s }
 
-func (l *objectList) Add(other ref.Val) ref.Val        { return l.upstream().Add(other) }
 func (l *objectList) Contains(elem ref.Val) ref.Val    { return l.upstream().Contains(elem) }
 func (l *objectList) Equal(other ref.Val) ref.Val      { return l.upstream().Equal(other) }
 func (l *objectList) ConvertToType(t ref.Type) ref.Val { return l.upstream().ConvertToType(t) }
@@ -219,33 +227,176 @@ func (l *objectList) ConvertToNative(t reflect.Type) (any, error) {
 }
 func (l *objectList) String() string { return fmt.Sprint(l.upstream()) }
 
-// objectListIterator walks the remembered elements. Iterators are never
-// values an expression sees; as one it is cel-go's list iterator.
-type objectListIterator struct {
-	list   *objectList
-	cursor int
+// listIterator is cel-go's list iterator (listIterator, unexported) over a
+// list of the object: it reads the elements through the list's Get, so
+// remembered ones stay remembered. As a value it is cel-go's baseIterator:
+// iterators are never values an expression sees.
+type listIterator struct {
+	list   traits.Lister
+	cursor types.Int
+	len    types.Int
 }
 
-func (it *objectListIterator) HasNext() ref.Val { return types.Bool(it.cursor < len(it.list.s)) }
+func newListIterator(l traits.Lister) *listIterator {
+	return &listIterator{list: l, len: l.Size().(types.Int)}
+}
 
-func (it *objectListIterator) Next() ref.Val {
-	if it.cursor >= len(it.list.s) {
+func (it *listIterator) HasNext() ref.Val { return types.Bool(it.cursor < it.len) }
+
+func (it *listIterator) Next() ref.Val {
+	if it.cursor >= it.len {
 		return nil
 	}
 	it.cursor++
-	return it.list.elem(it.cursor - 1)
+	return it.list.Get(it.cursor - 1)
 }
 
-func (it *objectListIterator) upstream() traits.Iterator { return it.list.upstream().Iterator() }
-func (it *objectListIterator) ConvertToNative(t reflect.Type) (any, error) {
-	return it.upstream().ConvertToNative(t)
+func (*listIterator) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errors.New("type conversion on iterators not supported")
 }
-func (it *objectListIterator) ConvertToType(t ref.Type) ref.Val {
-	return it.upstream().ConvertToType(t)
+func (*listIterator) ConvertToType(ref.Type) ref.Val { return types.NewErr("no such overload") }
+func (*listIterator) Equal(ref.Val) ref.Val          { return types.NewErr("no such overload") }
+func (*listIterator) Type() ref.Type                 { return types.IteratorType }
+func (*listIterator) Value() any                     { return nil }
+
+// concat is cel-go's list concatenation (newConcatList, unexported) with a
+// list of the object first: an empty list gives the other itself, two
+// lists a concatenation that reads through them.
+func concat(prev, next traits.Lister) ref.Val {
+	prevSize, nextSize := prev.Size().(types.Int), next.Size().(types.Int)
+	if prevSize == types.IntZero {
+		return next.(ref.Val)
+	}
+	if nextSize == types.IntZero {
+		return prev.(ref.Val)
+	}
+	return &concatList{prev: prev, next: next, size: prevSize + nextSize}
 }
-func (it *objectListIterator) Equal(other ref.Val) ref.Val { return it.upstream().Equal(other) }
-func (it *objectListIterator) Type() ref.Type              { return it.upstream().Type() }
-func (it *objectListIterator) Value() any                  { return it.upstream().Value() }
+
+// concatList is cel-go's concatList, method for method, over lists of
+// which the first is the object's (object.spec.containers +
+// object.spec.initContainers): its elements stay the ones remembered.
+type concatList struct {
+	prev, next traits.Lister
+	size       types.Int
+	value      []any
+}
+
+var (
+	_ traits.Lister   = (*concatList)(nil)
+	_ traits.Foldable = (*concatList)(nil)
+	_ traits.Zeroer   = (*concatList)(nil)
+)
+
+func (l *concatList) Add(other ref.Val) ref.Val {
+	o, ok := other.(traits.Lister)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(other)
+	}
+	return concat(l, o)
+}
+
+func (l *concatList) Contains(elem ref.Val) ref.Val {
+	prev := l.prev.Contains(elem)
+	if prev == types.True {
+		return prev
+	}
+	next := l.next.Contains(elem)
+	if next == types.True {
+		return next
+	}
+	if types.IsUnknownOrError(prev) {
+		return prev
+	}
+	return next
+}
+
+func (l *concatList) ConvertToNative(t reflect.Type) (any, error) {
+	return types.NewDynamicList(types.DefaultTypeAdapter, l.Value().([]any)).ConvertToNative(t)
+}
+
+func (l *concatList) ConvertToType(t ref.Type) ref.Val {
+	switch t {
+	case types.ListType:
+		return l
+	case types.TypeType:
+		return types.ListType
+	}
+	return types.NewErr("type conversion error from '%s' to '%s'", types.ListType, t)
+}
+
+func (l *concatList) Equal(other ref.Val) ref.Val {
+	o, ok := other.(traits.Lister)
+	if !ok || l.Size() != o.Size() {
+		return types.False
+	}
+	var maybeErr ref.Val
+	for i := types.IntZero; i < l.size; i++ {
+		eq := types.Equal(l.Get(i), o.Get(i))
+		if eq == types.False {
+			return types.False
+		}
+		if maybeErr == nil && types.IsUnknownOrError(eq) {
+			maybeErr = eq
+		}
+	}
+	if maybeErr != nil {
+		return maybeErr
+	}
+	return types.True
+}
+
+func (l *concatList) Get(index ref.Val) ref.Val {
+	ind, err := types.IndexOrError(index)
+	if err != nil {
+		return types.ValOrErr(index, "%v", err)
+	}
+	i := types.Int(ind)
+	prevSize := l.prev.Size().(types.Int)
+	if i < prevSize {
+		return l.prev.Get(i)
+	}
+	return l.next.Get(i - prevSize)
+}
+
+func (l *concatList) Fold(f traits.Folder) {
+	for i := types.IntZero; i < l.size; i++ {
+		if !f.FoldEntry(i, l.Get(i)) {
+			break
+		}
+	}
+}
+
+func (l *concatList) Iterator() traits.Iterator { return newListIterator(l) }
+func (l *concatList) IsZeroValue() bool         { return l.size == 0 }
+func (l *concatList) Size() ref.Val             { return l.size }
+func (l *concatList) Type() ref.Type            { return types.ListType }
+
+func (l *concatList) String() string {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := types.IntZero; i < l.size; i++ {
+		fmt.Fprintf(&sb, "%v", l.Get(i))
+		if i != l.size-1 {
+			sb.WriteString(", ")
+		}
+	}
+	sb.WriteString("]")
+	return sb.String()
+}
+
+func (l *concatList) Value() any {
+	if l.value == nil {
+		merged := make([]any, 0, l.size)
+		for _, part := range []traits.Lister{l.prev, l.next} {
+			for i, n := types.IntZero, part.Size().(types.Int); i < n; i++ {
+				merged = append(merged, part.Get(i).Value())
+			}
+		}
+		l.value = merged
+	}
+	return l.value
+}
 
 // variablesMap is upstream's `variables` (a lazy.MapValue, which evaluates a
 // variable when it is first read and keeps its value) remembering, by the

@@ -122,6 +122,34 @@ func TestObjectValueMatchesUpstream(t *testing.T) {
 		`object.extra.nested[1] == {}`,
 		`object.spec.containers.map(c, c.?ports.orValue([])).exists(p, p.size() > 0)`,
 		`object.spec.containers[0].ports[0].containerPort + 0`,
+		// concatenations with the object's lists first
+		`(object.spec.containers + object.spec.initContainers).map(c, c.name)`,
+		`(object.spec.containers + object.spec.initContainers + object.spec.containers).all(i, c, c.name != "" && i >= 0)`,
+		`(object.spec.containers + object.spec.initContainers).transformList(i, c, string(i) + c.name)`,
+		`(object.spec.containers + object.spec.initContainers).exists(c, c.name == "migrate")`,
+		`(object.spec.containers + object.spec.initContainers)[2].name`,
+		`(object.spec.containers + object.spec.initContainers)[1.0].name`,
+		`(object.spec.containers + object.spec.initContainers)[1.5]`,
+		`(object.spec.containers + object.spec.initContainers)[-1]`,
+		`(object.spec.containers + object.spec.initContainers)[99]`,
+		`(object.spec.containers + object.spec.initContainers)[?5].hasValue()`,
+		`(object.spec.containers + object.spec.initContainers) == (object.spec.containers + object.spec.initContainers)`,
+		`(object.spec.containers + object.spec.initContainers) == object.spec.containers`,
+		`(object.spec.containers + object.spec.initContainers) == oldObject.spec.containers + oldObject.spec.initContainers`,
+		`oldObject.spec.containers + oldObject.spec.initContainers == object.spec.containers + object.spec.initContainers`,
+		`object.spec.initContainers[0] in (object.spec.containers + object.spec.initContainers)`,
+		`object.spec.containers[1] in (object.spec.containers + object.spec.initContainers)`,
+		`oldObject.spec.containers[0] in (object.spec.containers + object.spec.initContainers)`,
+		`"x" in (object.extra.one + object.extra.one)`,
+		`(object.extra.one + object.extra.one).join(",")`,
+		`(object.extra.one + object.extra.one + ["y"]).join(",")`,
+		`optional.ofNonZeroValue(object.extra.one + object.extra.one).hasValue()`,
+		`type(object.extra.one + object.extra.one) == list`,
+		`dyn(object.extra.one) + 1`,
+		`dyn(object.extra.one + object.extra.one) + 1`,
+		`(object.extra.nested[0] + [2]).map(x, string(x))`,
+		`(object.extra.one + object.extra.one).size() + size(object.extra.one + object.extra.empty)`,
+		`object.spec.containers + object.spec.initContainers`,
 	}
 	for _, expr := range exprs {
 		ast, iss := env.Compile(expr)
@@ -196,6 +224,11 @@ func TestObjectValueRemembers(t *testing.T) {
 		if w.Get(types.String(k)) != v {
 			t.Fatalf("field %s of a wide map converted twice", k)
 		}
+	}
+	// A concatenation prints as cel-go's does.
+	celList := types.DefaultTypeAdapter.NativeToValue(m["spec"].(map[string]any)["containers"]).(traits.Lister)
+	if got, want := fmt.Sprint(list.Add(list)), fmt.Sprint(celList.Add(celList)); got != want {
+		t.Fatalf("concatenation printed %s, cel-go prints %s", got, want)
 	}
 	if obj.(traits.Zeroer).IsZeroValue() || objectValue(map[string]any{}).(traits.Zeroer).IsZeroValue() != true {
 		t.Fatal("emptiness")
