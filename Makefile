@@ -91,7 +91,8 @@ run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$
 # Fuzz targets: package and name. Each runs for FUZZTIME; the corpus a run
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
 FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
-	./adapters/http:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode
+	./adapters/http:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode \
+	./core/validate:FuzzObjectValue
 FUZZTIME ?= 60s
 SOAK_CLIENTS ?= 8
 SOAK_DURATION ?= 60s

@@ -10,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -46,18 +47,6 @@ func TestObjectValueMatchesUpstream(t *testing.T) {
 	obj["extra"] = map[string]any{"nothing": nil, "float": 1.5, "big": int64(1) << 62, "nested": []any{[]any{int64(1), "a"}, map[string]any{}}, "dots.and-dashes": true, "empty": []any{}, "one": []any{"x"}}
 	for i := range 12 { // past smallMap, so a map remembers in both ways
 		obj["extra"].(map[string]any)[fmt.Sprintf("k%02d", i)] = int64(i)
-	}
-
-	base, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        []cel.EnvOption{cel.Variable(plugincel.ObjectVarName, cel.DynType), cel.Variable(plugincel.OldObjectVarName, cel.DynType)},
-	}, environment.StrictCostOpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := base.Env(environment.NewExpressions)
-	if err != nil {
-		t.Fatal(err)
 	}
 
 	exprs := []string{
@@ -151,29 +140,60 @@ func TestObjectValueMatchesUpstream(t *testing.T) {
 		`(object.extra.one + object.extra.one).size() + size(object.extra.one + object.extra.empty)`,
 		`object.spec.containers + object.spec.initContainers`,
 	}
-	for _, expr := range exprs {
-		ast, iss := env.Compile(expr)
-		if iss.Err() != nil {
-			t.Fatalf("%s: %v", expr, iss.Err())
-		}
-		prog, err := env.Program(ast, cel.CostTracking(nil), cel.CostLimit(1_000_000))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		want := evalOn(t, prog, types.DefaultTypeAdapter.NativeToValue(obj), types.DefaultTypeAdapter.NativeToValue(old.Object.Object))
-		shared, sharedOld := objectValue(obj), objectValue(old.Object.Object)
-		for i := range 2 {
-			if got := evalOn(t, prog, shared, sharedOld); got != want {
-				t.Errorf("%s (evaluation %d):\n got %s\nwant %s", expr, i+1, got, want)
-			}
+	for i, prog := range programs(t, exprs) {
+		if msg := compareValues(prog, obj, old.Object.Object); msg != "" {
+			t.Errorf("%s: %s", exprs[i], msg)
 		}
 	}
 }
 
+// programs compiles exprs as a policy's expressions are, with `object` and
+// `oldObject` and kube-apiserver's cost limit per call.
+func programs(tb testing.TB, exprs []string) []cel.Program {
+	tb.Helper()
+	base, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable(plugincel.ObjectVarName, cel.DynType), cel.Variable(plugincel.OldObjectVarName, cel.DynType)},
+	}, environment.StrictCostOpt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env, err := base.Env(environment.NewExpressions)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var progs []cel.Program
+	for _, expr := range exprs {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			tb.Fatalf("%s: %v", expr, iss.Err())
+		}
+		prog, err := env.Program(ast, cel.CostTracking(nil), cel.CostLimit(1_000_000))
+		if err != nil {
+			tb.Fatalf("%s: %v", expr, err)
+		}
+		progs = append(progs, prog)
+	}
+	return progs
+}
+
+// compareValues evaluates prog over upstream's values of obj and old and
+// twice over the shared ones (the second evaluation reads what the first
+// remembered), and says how they differ, or "".
+func compareValues(prog cel.Program, obj, old map[string]any) string {
+	want := evalOn(prog, types.DefaultTypeAdapter.NativeToValue(obj), types.DefaultTypeAdapter.NativeToValue(old))
+	shared, sharedOld := objectValue(obj), objectValue(old)
+	for i := range 2 {
+		if got := evalOn(prog, shared, sharedOld); got != want {
+			return fmt.Sprintf("evaluation %d:\n got %s\nwant %s", i+1, got, want)
+		}
+	}
+	return ""
+}
+
 // evalOn is an evaluation's outcome as text: the value (its type and Go
 // value) or the error, and the runtime cost.
-func evalOn(t *testing.T, prog cel.Program, object, oldObject ref.Val) string {
-	t.Helper()
+func evalOn(prog cel.Program, object, oldObject ref.Val) string {
 	out, det, err := prog.Eval(map[string]any{plugincel.ObjectVarName: object, plugincel.OldObjectVarName: oldObject})
 	cost := uint64(0)
 	if det != nil && det.ActualCost() != nil {
@@ -279,4 +299,67 @@ func TestCelObjectShared(t *testing.T) {
 	if want, _ := lazy.CELValue(); got != want {
 		t.Fatalf("mutating review: %T, want upstream's value", got)
 	}
+}
+
+// FuzzObjectValue: on any pair of JSON objects, as util/json decodes them,
+// expressions that read, index, concatenate, compare and iterate them give
+// over the shared values what they give over upstream's: result, error text
+// and runtime cost. (No comprehension here may stop early over a map's keys,
+// whose order is Go's map order: its cost would differ between two
+// evaluations of upstream's value alone.)
+func FuzzObjectValue(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"a":[1,"x",null,{"b":2}],"b":[true]}`, `{"a":[1,"x",null,{"b":2}]}`},
+		{`{"a":{"b":{"c":[[]]}},"b":{}}`, `{"a":{"b":3}}`},
+		{`{"a":[{"b":[1,2]},{"b":"s"}],"b":[{"b":1.5e300}]}`, `{"a":[]}`},
+		{`{"a":1,"b":"x","c":[1,2,3]}`, `{"a":1,"b":"x","c":[1,2,3]}`},
+		{`{}`, `{"a":null}`},
+		{`{"a":[1],"b":[2]}`, `{"a":[1,2,3]}`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	progs := programs(f, fuzzExprs)
+	f.Fuzz(func(t *testing.T, objJSON, oldJSON string) {
+		var obj, old map[string]any
+		if utiljson.Unmarshal([]byte(objJSON), &obj) != nil || utiljson.Unmarshal([]byte(oldJSON), &old) != nil || obj == nil || old == nil {
+			return
+		}
+		for i, prog := range progs {
+			if msg := compareValues(prog, obj, old); msg != "" {
+				t.Errorf("%s on %s and %s: %s", fuzzExprs[i], objJSON, oldJSON, msg)
+			}
+		}
+	})
+}
+
+var fuzzExprs = []string{
+	`object == oldObject`,
+	`oldObject == object`,
+	`object.?a.orValue(null)`,
+	`object.?a.?b.orValue(0)`,
+	`has(object.a) && has(object.a.b)`,
+	`type(object.?a.orValue(null))`,
+	`object.?a.orValue(null) == oldObject.?a.orValue(null)`,
+	`dyn(object.?a.orValue([]))[0]`,
+	`dyn(object.?a.orValue([]))[1.0]`,
+	`dyn(object.?a.orValue([]))[-1]`,
+	`dyn(object.?a.orValue([]))[?1].orValue("none")`,
+	`dyn(object.?a.orValue([])) + dyn(object.?b.orValue([]))`,
+	`(dyn(object.?a.orValue([])) + dyn(object.?b.orValue([])) + dyn(object.?c.orValue([])))[?2].orValue("none")`,
+	`(dyn(object.?a.orValue([])) + dyn(object.?b.orValue([]))) == dyn(oldObject.?a.orValue([]))`,
+	`dyn(object.?a.orValue([])) + dyn(object.?b.orValue([])) == dyn(object.?b.orValue([])) + dyn(object.?a.orValue([]))`,
+	`dyn(object.?b.orValue([])).all(x, x in (dyn(object.?a.orValue([])) + dyn(object.?b.orValue([]))))`,
+	`dyn(object.?a.orValue([])).map(x, type(x))`,
+	`dyn(object.?a.orValue([])).exists(x, type(x) == map && x.exists(k, k == "b"))`,
+	`dyn(object.?a.orValue([])).all(i, x, i >= 0 && x != object)`,
+	`(dyn(object.?a.orValue([])) + dyn(object.?a.orValue([]))).transformList(i, x, type(x) == list ? i : -i)`,
+	`dyn(object.?a.orValue([])).size()`,
+	`size(object) + size(oldObject)`,
+	`object.filter(k, type(object[k]) == map).size()`,
+	`object.map(k, type(object[k])).size()`,
+	`object.transformMap(k, v, type(v)).size()`,
+	`"a" in object && dyn(object.a) in [object.a]`,
+	`optional.ofNonZeroValue(object.?a.orValue(0)).hasValue()`,
+	`[object.?a.orValue(0)].exists(x, x == oldObject.?a.orValue(0))`,
+	`object.?a.?b.?c.orValue([]) == oldObject.?a.?b.?c.orValue([])`,
 }
