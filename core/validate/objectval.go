@@ -20,11 +20,12 @@ import (
 // cel-go's reflection. objectValue is that value with a memory: a map or list
 // remembers the CEL value of each field or element once read, so the
 // policies of a validating review share one conversion of each part of the
-// object they read. Everything but reading a field or an element, its size
-// and its Go value (equality, conversion, `+`, `in` on a list, iterating a
-// map's keys, printing) is done by cel-go's own value, built the first time
-// it is needed, so the values behave exactly as upstream's; only reads are
-// remembered, and CEL values are immutable.
+// object they read. A concatenation with the object's list first is
+// cel-go's, rewritten to read through the lists. Everything but reading a
+// field or an element, its size and its Go value (equality, conversion, `in`
+// on a list, iterating a map's keys, printing) is done by cel-go's own
+// value, built the first time it is needed, so the values behave exactly as
+// upstream's; only reads are remembered, and CEL values are immutable.
 //
 // The object must not change while its value is in use: only a validating
 // review, whose object nothing modifies, uses it.
