@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,10 +45,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		return nil, -1, err
 	}
 	compositionCtx := c.compiler.CreateContext(ctx)
-	act.variables = compositionCtx.Variables(act)
-	if m, ok := act.variables.(*lazy.MapValue); ok {
-		act.variables = &variablesMap{MapValue: m}
-	}
+	act.composition = compositionCtx
 
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
 	remaining := runtimeCELCostBudget
@@ -84,7 +82,24 @@ func (c *condition) CompilationErrors() []error {
 // resolvable: the function has no access to the cluster's authorizer, so an
 // expression that uses it fails and follows failurePolicy.
 type activation struct {
-	object, oldObject, params, request, namespace, variables any
+	object, oldObject, params, request, namespace any
+
+	// variables is built when an expression first reads it: most policies'
+	// expressions never do, and upstream's value (a lazy map with a callback
+	// for each of the policy's variables) costs a few allocations each time.
+	// Building it evaluates nothing, so when it is built changes nothing.
+	composition plugincel.CompositionContext
+	variables   ref.Val
+}
+
+func (a *activation) variablesValue() ref.Val {
+	if a.variables == nil && a.composition != nil {
+		a.variables = a.composition.Variables(a)
+		if m, ok := a.variables.(*lazy.MapValue); ok {
+			a.variables = &variablesMap{MapValue: m}
+		}
+	}
+	return a.variables
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -100,7 +115,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case plugincel.NamespaceVarName:
 		return a.namespace, true
 	case plugincel.VariableVarName:
-		return a.variables, true
+		return a.variablesValue(), true
 	default:
 		return nil, false
 	}

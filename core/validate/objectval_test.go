@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/lazy"
 
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -363,3 +365,36 @@ var fuzzExprs = []string{
 	`[object.?a.orValue(0)].exists(x, x == oldObject.?a.orValue(0))`,
 	`object.?a.?b.?c.orValue([]) == oldObject.?a.?b.?c.orValue([])`,
 }
+
+// `variables` is built when an expression first reads it, once per
+// activation, and is upstream's value behind admitfn's memory of names.
+func TestVariablesBuiltWhenRead(t *testing.T) {
+	comp := &countingComposition{Context: context.Background()}
+	act := &activation{composition: comp}
+	if _, ok := act.ResolveName(plugincel.ObjectVarName); !ok || comp.built != 0 {
+		t.Fatalf("reading object built variables %d times", comp.built)
+	}
+	v1, _ := act.ResolveName(plugincel.VariableVarName)
+	v2, _ := act.ResolveName(plugincel.VariableVarName)
+	if comp.built != 1 || v1 != v2 {
+		t.Fatalf("variables built %d times, the same value: %v", comp.built, v1 == v2)
+	}
+	if _, ok := v1.(*variablesMap); !ok {
+		t.Fatalf("variables is %T", v1)
+	}
+	if got := v1.(ref.Val).Equal(v2.(ref.Val)); got != types.True {
+		t.Fatalf("variables == variables is %v", got)
+	}
+}
+
+type countingComposition struct {
+	context.Context
+	built int
+}
+
+func (c *countingComposition) Variables(any) ref.Val {
+	c.built++
+	return lazy.NewMapValue(types.NewObjectType("variables"))
+}
+
+func (c *countingComposition) GetAndResetCost() int64 { return 0 }
