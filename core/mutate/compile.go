@@ -40,8 +40,7 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 	if err != nil {
 		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
 	}
-	patchComposition, err := compiler.Composition(patchVars)
-	if err != nil {
+	if _, err := compiler.Composition(patchVars); err != nil {
 		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
 	}
 	var errs []*validate.ExpressionError
@@ -53,9 +52,11 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 	}
 	spec := field.NewPath("spec")
 
+	variables := validate.NewVariables()
 	for i, v := range p.Spec.Variables {
 		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
+		variables.Add(v.Name, r)
 	}
 
 	var matcher matchconditions.Matcher
@@ -66,7 +67,7 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
 		}
 		// "validate" is what upstream passes here too: it only labels metrics.
-		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(composition, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 
 	// Expressions are compiled as written, untrimmed, as upstream's
@@ -78,11 +79,11 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
 			accessor := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(patchComposition, r)), policy: p.Name, jsonPatch: true})
+			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(variables, r)), policy: p.Name, jsonPatch: true})
 		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
 			accessor := &patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(patchComposition, r)), policy: p.Name})
+			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(variables, r)), policy: p.Name})
 		}
 	}
 	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: composition}, errs

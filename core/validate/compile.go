@@ -63,6 +63,26 @@ func (c *Compiler) Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy)
 }
 
 func compile(compiler PolicyCompiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*ExpressionError) {
+	sets, errs := compileSets(compiler, p)
+	return sets.validator(p), errs
+}
+
+// conditionSets are a policy's compiled expressions, one evaluator for each
+// set upstream's validator evaluates (matchConditions is nil when the
+// policy has none).
+type conditionSets struct {
+	matchConditions, validations, annotations, messages plugincel.ConditionEvaluator
+}
+
+func (s conditionSets) validator(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	var matcher matchconditions.Matcher
+	if s.matchConditions != nil {
+		matcher = matchconditions.NewMatcher(s.matchConditions, p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+	return validating.NewValidator(s.validations, matcher, s.annotations, s.messages, p.Spec.FailurePolicy, nil)
+}
+
+func compileSets(compiler PolicyCompiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) (conditionSets, []*ExpressionError) {
 	hasParams := p.Spec.ParamKind != nil
 	vars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
 	messageVars := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
@@ -76,50 +96,34 @@ func compile(compiler PolicyCompiler, p *admissionregistrationv1.ValidatingAdmis
 	}
 	spec := field.NewPath("spec")
 
+	variables := NewVariables()
 	for i, v := range p.Spec.Variables {
 		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
+		variables.Add(v.Name, r)
 	}
 
 	compileAll := func(accessors []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, fld func(int) *field.Path) *condition {
-		cond := &condition{results: make([]plugincel.CompilationResult, len(accessors))}
-		compiled := false
+		cond := newCondition(variables, make([]plugincel.CompilationResult, len(accessors)))
 		for i, a := range accessors {
 			if a == nil {
 				continue
 			}
-			compiled = true
 			cond.results[i] = compiler.CompileCELExpression(a, opts, mode)
 			check(cond.results[i], fld(i))
-		}
-		// Placeholders only (validations without message expressions):
-		// nothing reads the composition, so the policy's main one serves
-		// and no environment is built for them.
-		if !compiled {
-			opts = vars
-		}
-		var err error
-		if cond.compiler, err = compiler.Composition(opts); err != nil {
-			errs = append(errs, &ExpressionError{Field: "spec", Err: err})
 		}
 		return cond
 	}
 
 	x := expressionsOf(p)
-	var matcher matchconditions.Matcher
+	var sets conditionSets
 	if len(x.matchConditions) > 0 {
-		cond := compileAll(x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
-		matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		sets.matchConditions = compileAll(x.matchConditions, vars, func(i int) *field.Path { return spec.Child("matchConditions").Index(i).Child("expression") })
 	}
-	validator := validating.NewValidator(
-		compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") }),
-		matcher,
-		compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") }),
-		compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") }),
-		p.Spec.FailurePolicy,
-		nil,
-	)
-	return validator, errs
+	sets.validations = compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") })
+	sets.annotations = compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") })
+	sets.messages = compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") })
+	return sets, errs
 }
 
 // expressions are a policy's CEL expressions as upstream's compilers take
@@ -154,29 +158,33 @@ func expressionsOf(p *admissionregistrationv1.ValidatingAdmissionPolicy) express
 // request for CEL on every call. It is the baseline admitfn's evaluation is
 // measured against (make bench, P2); compile errors are in the validator.
 func (c *Compiler) CompileUpstream(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	sets, err := c.upstreamSets(p)
+	if err != nil {
+		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
+	}
+	return sets.validator(p)
+}
+
+func (c *Compiler) upstreamSets(p *admissionregistrationv1.ValidatingAdmissionPolicy) (conditionSets, error) {
 	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
 	const mode = environment.StoredExpressions
 	compiler, err := plugincel.NewCompositedCompiler(c.env)
 	if err != nil {
-		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
+		return conditionSets{}, err
 	}
 	for _, v := range p.Spec.Variables {
 		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 	}
 	x := expressionsOf(p)
-	var matcher matchconditions.Matcher
+	var sets conditionSets
 	if len(x.matchConditions) > 0 {
-		matcher = matchconditions.NewMatcher(compiler.CompileCondition(x.matchConditions, vars, mode), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		sets.matchConditions = compiler.CompileCondition(x.matchConditions, vars, mode)
 	}
-	return validating.NewValidator(
-		compiler.CompileCondition(x.validations, vars, mode),
-		matcher,
-		compiler.CompileCondition(x.annotations, vars, mode),
-		compiler.CompileCondition(x.messages, messageVars, mode),
-		p.Spec.FailurePolicy,
-		nil,
-	)
+	sets.validations = compiler.CompileCondition(x.validations, vars, mode)
+	sets.annotations = compiler.CompileCondition(x.annotations, vars, mode)
+	sets.messages = compiler.CompileCondition(x.messages, messageVars, mode)
+	return sets, nil
 }
 
 // ExpressionError is a CEL expression that does not compile. Its text is the

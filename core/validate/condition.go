@@ -14,18 +14,19 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	celcommon "k8s.io/apiserver/pkg/cel/common"
-	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
 // condition is a plugincel.ConditionEvaluator over programs compiled by
-// kube-apiserver's own compiler. It differs from upstream's in one way only:
-// the CEL value of `request` (and of namespaceObject) is built once per
-// review and shared by every policy, binding and param, instead of being
-// wrapped anew on every call. Budget accounting and error texts
-// are upstream's (k8s.io/apiserver/pkg/admission/plugin/cel/activation.go).
+// kube-apiserver's own compiler. It differs from upstream's in what it
+// shares, never in what it decides: the CEL values of `request` (and of
+// namespaceObject) and of the objects are built once per review and shared
+// by every policy, binding and param, and a policy's variables are
+// evaluated once per policy evaluation (variables.go). Budget accounting and
+// error texts are upstream's
+// (k8s.io/apiserver/pkg/admission/plugin/cel/activation.go).
 type condition struct {
-	compiler *plugincel.CompositedCompiler
-	results  []plugincel.CompilationResult
+	vars    *Variables
+	results []plugincel.CompilationResult
 }
 
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
@@ -44,7 +45,10 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	if err != nil {
 		return nil, -1, err
 	}
-	compositionCtx := c.compiler.CreateContext(ctx)
+	compositionCtx := &composition{Context: ctx, vars: c.vars}
+	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
+		compositionCtx.memo = attrs.variableMemo(c.vars, versionedAttr, request, inputs.VersionedParams, namespace)
+	}
 	act.composition = compositionCtx
 
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
@@ -88,16 +92,13 @@ type activation struct {
 	// expressions never do, and upstream's value (a lazy map with a callback
 	// for each of the policy's variables) costs a few allocations each time.
 	// Building it evaluates nothing, so when it is built changes nothing.
-	composition plugincel.CompositionContext
+	composition *composition
 	variables   ref.Val
 }
 
 func (a *activation) variablesValue() ref.Val {
 	if a.variables == nil && a.composition != nil {
 		a.variables = a.composition.Variables(a)
-		if m, ok := a.variables.(*lazy.MapValue); ok {
-			a.variables = &variablesMap{MapValue: m}
-		}
 	}
 	return a.variables
 }
@@ -159,7 +160,7 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 
 // evaluate mirrors upstream's evaluationActivation.Evaluate exactly: the same
 // budget accounting (variables included), the same errors and texts.
-func evaluate(compositionCtx plugincel.CompositionContext, act *activation, result plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
+func evaluate(compositionCtx *composition, act *activation, result plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
 	var evaluation plugincel.EvaluationResult
 	if result.ExpressionAccessor == nil { // placeholder keeping indexes aligned
 		return evaluation, remainingBudget, nil
@@ -225,17 +226,24 @@ func outOfBudget() error {
 	}
 }
 
-// NewConditionEvaluator evaluates results (compiled by compiler, whose
-// stored variables they may use) with admitfn's activation: the review's
-// `request` shared, no `authorizer`. Nil accessors keep indexes aligned.
-func NewConditionEvaluator(compiler *plugincel.CompositedCompiler, results []plugincel.CompilationResult) plugincel.ConditionEvaluator {
-	return &condition{compiler: compiler, results: results}
+// NewConditionEvaluator evaluates results (compiled with vars stored in
+// their compiler) with admitfn's activation: the review's `request`
+// shared, no `authorizer`. Nil accessors keep indexes aligned.
+func NewConditionEvaluator(vars *Variables, results []plugincel.CompilationResult) plugincel.ConditionEvaluator {
+	return newCondition(vars, results)
+}
+
+func newCondition(vars *Variables, results []plugincel.CompilationResult) *condition {
+	if vars == nil {
+		vars = NewVariables()
+	}
+	return &condition{vars: vars, results: results}
 }
 
 // NewMutatingEvaluator is NewConditionEvaluator for one mutation expression
 // (an ApplyConfiguration or a JSONPatch), as upstream's patchers call it.
-func NewMutatingEvaluator(compiler *plugincel.CompositedCompiler, result plugincel.CompilationResult) plugincel.MutatingEvaluator {
-	return mutatingEvaluator{&condition{compiler: compiler, results: []plugincel.CompilationResult{result}}}
+func NewMutatingEvaluator(vars *Variables, result plugincel.CompilationResult) plugincel.MutatingEvaluator {
+	return mutatingEvaluator{newCondition(vars, []plugincel.CompilationResult{result})}
 }
 
 type mutatingEvaluator struct{ *condition }

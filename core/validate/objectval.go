@@ -9,7 +9,6 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
-	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
 // The CEL value of a request's object, as kube-apiserver builds it
@@ -397,67 +396,4 @@ func (l *concatList) Value() any {
 		l.value = merged
 	}
 	return l.value
-}
-
-// variablesMap is upstream's `variables` (a lazy.MapValue, which evaluates a
-// variable when it is first read and keeps its value) remembering, by the
-// name an expression reads, what it found. Upstream's Find unescapes the
-// name with a regular expression on every read (cel.Unescape), and a
-// comprehension over `variables.containers` reads it once per step; a name
-// without "__" is its own unescaping, so it is remembered after its first
-// read, which is upstream's (evaluation and cost accounting included).
-// Every other operation is upstream's.
-type variablesMap struct {
-	*lazy.MapValue
-	seen []objectField
-}
-
-func (v *variablesMap) Find(key ref.Val) (ref.Val, bool) {
-	name, ok := key.(types.String)
-	if !ok || strings.Contains(string(name), "__") {
-		return v.MapValue.Find(key)
-	}
-	for _, f := range v.seen {
-		if f.name == string(name) {
-			return f.val, true
-		}
-	}
-	val, found := v.MapValue.Find(key)
-	if found {
-		v.seen = append(v.seen, objectField{string(name), val})
-	}
-	return val, found
-}
-
-// Get is upstream's, over Find.
-func (v *variablesMap) Get(key ref.Val) ref.Val {
-	if val, found := v.Find(key); found {
-		return val
-	}
-	return types.ValOrErr(key, "no such key: %v", key)
-}
-
-// Contains is upstream's, over Find.
-func (v *variablesMap) Contains(key ref.Val) ref.Val {
-	val, found := v.Find(key)
-	if val != nil && types.IsUnknownOrError(val) {
-		return val
-	}
-	return types.Bool(found)
-}
-
-// Equal is upstream's: the same map, by identity.
-func (v *variablesMap) Equal(other ref.Val) ref.Val {
-	if o, ok := other.(*variablesMap); ok {
-		return types.Bool(v.MapValue == o.MapValue)
-	}
-	return v.MapValue.Equal(other)
-}
-
-// ConvertToType to the map's own type is the map itself.
-func (v *variablesMap) ConvertToType(t ref.Type) ref.Val {
-	if t == v.MapValue.Type() {
-		return v
-	}
-	return v.MapValue.ConvertToType(t)
 }

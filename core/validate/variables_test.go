@@ -1,0 +1,325 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/internal/testpolicies"
+)
+
+// A policy evaluation, condition set after condition set as upstream's
+// validator runs them (validations, their messages with what budget is
+// left, audit annotations with a budget of their own), gives the same
+// values, errors and remaining budgets with admitfn's composition, which
+// remembers each variable across the sets, as with upstream's, which
+// evaluates it again in each. Budgets are the default and, for each
+// policy, the exact costs upstream spends, one less and halfway: where the
+// budget runs out is where a cost counted differently would show.
+func TestVariablesMatchUpstream(t *testing.T) {
+	cases, err := testpolicies.File("testdata/variables-parity.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := testpolicies.Repository("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policies []*admissionregistrationv1.ValidatingAdmissionPolicy
+	for _, p := range append(cases.Validating, repo.Validating...) {
+		if len(p.Spec.Variables) > 0 {
+			policies = append(policies, p)
+		}
+	}
+	if len(cases.Validating) != 5 || len(policies) < 15 {
+		t.Fatalf("%d cases, %d policies with variables: the corpus no longer covers what it should", len(cases.Validating), len(policies))
+	}
+	podBody, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := review.Decode(podBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
+
+	c := NewCompiler()
+	var compared, outOfBudget, overLimit, failing, replayed int
+	for _, p := range policies {
+		got, _ := compileSets(c.ForPolicy(true), p)
+		want, err := c.upstreamSets(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, req := range []*review.Request{decode(t), pod} {
+			for _, ns := range []*corev1.Namespace{nil, namespace} {
+				for _, param := range []runtime.Object{nil, params} {
+					name := fmt.Sprintf("%s (%s, namespace %v, params %v)", p.Name, req.Kind.Kind, ns != nil, param != nil)
+					in := evaluationInput{req: req, namespace: ns, params: param}
+					full := in.run(want, celconfig.RuntimeCELCostBudget, nil)
+					budgets := []int64{celconfig.RuntimeCELCostBudget}
+					if spent := full.spent(); spent > 0 {
+						budgets = append(budgets, spent, spent-1, spent/2)
+					}
+					for _, budget := range budgets {
+						w := in.run(want, budget, nil)
+						g := in.run(got, budget, nil)
+						if !slices.Equal(g.trace, w.trace) {
+							t.Errorf("%s, budget %d:\n%s\nupstream:\n%s", name, budget, strings.Join(g.trace, "\n"), strings.Join(w.trace, "\n"))
+						}
+						compared++
+						trace := strings.Join(w.trace, "\n")
+						if strings.Contains(trace, "running out of cost budget") {
+							outOfBudget++
+						}
+						if strings.Contains(trace, "actual cost limit exceeded") {
+							overLimit++
+						}
+						if strings.Contains(trace, "fails to evaluate") {
+							failing++
+						}
+					}
+					// The same evaluation again on the same review: every
+					// variable is remembered, every set replays.
+					attrs, va := versioned(req)
+					request := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
+					first := in.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request})
+					again := in.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request})
+					if !slices.Equal(again.trace, full.trace) || !slices.Equal(first.trace, full.trace) {
+						t.Errorf("%s, evaluated twice:\n%s\nupstream:\n%s", name, strings.Join(again.trace, "\n"), strings.Join(full.trace, "\n"))
+					}
+					if len(attrs.memos) > 0 {
+						replayed++
+					}
+					// With other params, on the same review and request
+					// value, nothing remembered applies.
+					other := evaluationInput{req: req, namespace: ns, params: params}
+					if param != nil {
+						other.params = nil
+					}
+					if g, w := other.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request}), other.run(want, celconfig.RuntimeCELCostBudget, nil); !slices.Equal(g.trace, w.trace) {
+						t.Errorf("%s, then with params %v:\n%s\nupstream:\n%s", name, other.params != nil, strings.Join(g.trace, "\n"), strings.Join(w.trace, "\n"))
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d comparisons, %d out of budget, %d over the per-call limit, %d with failing variables, %d remembered", compared, outOfBudget, overLimit, failing, replayed)
+	if compared < 300 || outOfBudget < 50 || overLimit < 8 || failing < 50 || replayed < 100 {
+		t.Errorf("%d comparisons, %d out of budget, %d over the per-call limit, %d with failing variables, %d remembered: the cases no longer cover what they should", compared, outOfBudget, overLimit, failing, replayed)
+	}
+}
+
+type evaluationInput struct {
+	req       *review.Request
+	namespace *corev1.Namespace
+	params    runtime.Object
+}
+
+// shared are the review and request value of an evaluation to run again.
+type shared struct {
+	attrs   *Attributes
+	va      *admission.VersionedAttributes
+	request *admissionv1.AdmissionRequest
+}
+
+type evaluation struct {
+	trace []string
+	// budgets left after the validations and after the messages (-1 when
+	// a set failed).
+	left []int64
+}
+
+// spent is the cost of the validations and messages together, from a run
+// with a budget of RuntimeCELCostBudget.
+func (e evaluation) spent() int64 {
+	if len(e.left) < 2 || e.left[1] < 0 {
+		return 0
+	}
+	return celconfig.RuntimeCELCostBudget - e.left[1]
+}
+
+// run evaluates the condition sets as validating.(*validator).Validate
+// does, on a review of its own unless again is given.
+func (in evaluationInput) run(sets conditionSets, budget int64, again *shared) evaluation {
+	attrs, va := versioned(in.req)
+	request := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
+	if again != nil {
+		va, request = again.va, again.request
+	}
+	ctx := context.Background()
+	ns := plugincel.CreateNamespaceObject(in.namespace)
+	var out evaluation
+	record := func(set string, results []plugincel.EvaluationResult, left int64, err error) bool {
+		out.trace = append(out.trace, fmt.Sprintf("%s: left %d, error %v", set, left, err))
+		for i, r := range results {
+			out.trace = append(out.trace, fmt.Sprintf("  %d: %s", i, describe(r)))
+		}
+		return err == nil
+	}
+	results, left, err := sets.validations.ForInput(ctx, va, request, plugincel.OptionalVariableBindings{VersionedParams: in.params}, ns, budget)
+	out.left = append(out.left, left)
+	if record("validations", results, left, err) {
+		results, left, err := sets.messages.ForInput(ctx, va, request, plugincel.OptionalVariableBindings{VersionedParams: in.params}, ns, left)
+		out.left = append(out.left, left)
+		record("messages", results, left, err)
+	}
+	results, left, err = sets.annotations.ForInput(ctx, va, request, plugincel.OptionalVariableBindings{VersionedParams: in.params}, in.namespace, budget)
+	record("audit annotations", results, left, err)
+	return out
+}
+
+func describe(r plugincel.EvaluationResult) string {
+	switch {
+	case r.ExpressionAccessor == nil:
+		return "placeholder"
+	case r.Error != nil:
+		return "error " + r.Error.Error()
+	case r.EvalResult == nil:
+		return "no result"
+	}
+	return fmt.Sprintf("%s %v", r.EvalResult.Type().TypeName(), r.EvalResult.Value())
+}
+
+// `variables` behaves as upstream's lazy map in every operation CEL can
+// apply to it, whatever the checker lets through.
+func TestVariablesValueMatchesUpstream(t *testing.T) {
+	upstream, err := plugincel.NewCompositedCompiler(NewCompiler().env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := NewVariables()
+	for _, v := range []struct{ name, expr string }{{"a", "1"}, {"b", "variables.a + 1"}, {"broken", "object.nope"}} {
+		vars.Add(v.name, upstream.CompileAndStoreVariable(&validating.Variable{Name: v.name, Expression: v.expr}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions))
+	}
+	object := types.NewStringStringMap(types.DefaultTypeAdapter, map[string]string{})
+	upstreamAct := &activation{object: object}
+	want := upstream.CreateContext(context.Background()).Variables(upstreamAct)
+	upstreamAct.variables = want
+	act := &activation{object: object, composition: &composition{Context: context.Background(), vars: vars}}
+	got := act.variablesValue()
+
+	if g, w := got.Type().TypeName(), want.Type().TypeName(); g != w {
+		t.Errorf("type %s, upstream %s", g, w)
+	}
+	if g, w := got.(interface{ Size() ref.Val }).Size(), want.(interface{ Size() ref.Val }).Size(); g != w {
+		t.Errorf("size %v, upstream %v", g, w)
+	}
+	for _, key := range []ref.Val{types.String("a"), types.String("b"), types.String("broken"), types.String("c"), types.String("a__dot__b"), types.String("__if__"), types.Int(1), types.NewErr("boom")} {
+		gm, wm := got.(interface {
+			Find(ref.Val) (ref.Val, bool)
+			Get(ref.Val) ref.Val
+			Contains(ref.Val) ref.Val
+		}), want.(interface {
+			Find(ref.Val) (ref.Val, bool)
+			Get(ref.Val) ref.Val
+			Contains(ref.Val) ref.Val
+		})
+		gv, gf := gm.Find(key)
+		wv, wf := wm.Find(key)
+		if gf != wf || fmt.Sprint(gv) != fmt.Sprint(wv) {
+			t.Errorf("Find(%v) = %v, %v; upstream %v, %v", key, gv, gf, wv, wf)
+		}
+		if g, w := fmt.Sprint(gm.Get(key)), fmt.Sprint(wm.Get(key)); g != w {
+			t.Errorf("Get(%v) = %s; upstream %s", key, g, w)
+		}
+		if g, w := fmt.Sprint(gm.Contains(key)), fmt.Sprint(wm.Contains(key)); g != w {
+			t.Errorf("Contains(%v) = %s; upstream %s", key, g, w)
+		}
+	}
+	var gotKeys, wantKeys []string
+	for it := got.(interface{ Iterator() traits.Iterator }).Iterator(); it.HasNext() == types.True; {
+		gotKeys = append(gotKeys, fmt.Sprint(it.Next()))
+	}
+	for it := want.(interface{ Iterator() traits.Iterator }).Iterator(); it.HasNext() == types.True; {
+		wantKeys = append(wantKeys, fmt.Sprint(it.Next()))
+	}
+	gi := got.(interface{ Iterator() traits.Iterator }).Iterator()
+	wi := want.(interface{ Iterator() traits.Iterator }).Iterator()
+	_, gErr := gi.ConvertToNative(reflect.TypeOf(""))
+	_, wErr := wi.ConvertToNative(reflect.TypeOf(""))
+	if g, w := fmt.Sprint(gi.ConvertToType(types.StringType), gErr, gi.Type(), gi.Value(), gi.Equal(gi), gi.Equal(types.Int(1))),
+		fmt.Sprint(wi.ConvertToType(types.StringType), wErr, wi.Type(), wi.Value(), wi.Equal(wi), wi.Equal(types.Int(1))); g != w {
+		t.Errorf("iterator: %s; upstream %s", g, w)
+	}
+	slices.Sort(gotKeys)
+	slices.Sort(wantKeys)
+	if !slices.Equal(gotKeys, wantKeys) {
+		t.Errorf("iterated %q, upstream %q", gotKeys, wantKeys)
+	}
+	if g, w := fmt.Sprint(got.ConvertToType(types.TypeType)), fmt.Sprint(want.ConvertToType(types.TypeType)); g != w {
+		t.Errorf("type value %s, upstream %s", g, w)
+	}
+	if got.ConvertToType(got.Type()) != got {
+		t.Errorf("conversion to its own type is not the value itself")
+	}
+	if g, w := fmt.Sprint(got.ConvertToType(types.StringType)), fmt.Sprint(want.ConvertToType(types.StringType)); g != w {
+		t.Errorf("conversion to string %s, upstream %s", g, w)
+	}
+	_, gErr = got.ConvertToNative(reflect.TypeOf(""))
+	_, wErr = want.ConvertToNative(reflect.TypeOf(""))
+	if fmt.Sprint(gErr) != fmt.Sprint(wErr) {
+		t.Errorf("ConvertToNative: %v, upstream %v", gErr, wErr)
+	}
+	if got.Equal(got) != types.True || got.Equal(act.composition.Variables(act)) != types.False || fmt.Sprint(got.Equal(types.Int(1))) != fmt.Sprint(want.Equal(types.Int(1))) {
+		t.Errorf("equality is not by identity")
+	}
+	if fmt.Sprint(got.Value()) != fmt.Sprint(want.Value()) {
+		t.Errorf("Value %v, upstream %v", got.Value(), want.Value())
+	}
+}
+
+// A variable whose evaluation the review's deadline interrupted is not
+// remembered: evaluated again, it would not end the same way.
+func TestInterruptedVariableNotRemembered(t *testing.T) {
+	compiler := NewCompiler().ForPolicy(true)
+	vars := NewVariables()
+	r := compiler.CompileAndStoreVariable(&validating.Variable{Name: "products", Expression: "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(y, x * y)).size()"}, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
+	if r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	vars.Add("products", r)
+	memo := &variableMemo{entries: make([]memoEntry, 1)}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+		done bool
+	}{
+		{cancelled, `composited variable "products" fails to evaluate: operation interrupted: context canceled`, false},
+		{context.Background(), "10", true},
+	} {
+		act := &activation{composition: &composition{Context: tc.ctx, vars: vars, memo: memo}}
+		v, found := act.variablesValue().(*variablesValue).Find(types.String("products"))
+		if !found || fmt.Sprint(v) != tc.want || memo.entries[0].done != tc.done {
+			t.Errorf("with context error %v: %v (found %v), remembered %v; want %s, remembered %v", tc.ctx.Err(), v, found, memo.entries[0].done, tc.want, tc.done)
+		}
+	}
+	if memo.entries[0].val != types.Int(10) || memo.entries[0].cost == 0 {
+		t.Errorf("remembered %v at cost %d", memo.entries[0].val, memo.entries[0].cost)
+	}
+}
