@@ -195,7 +195,7 @@ func (m *variablesValue) resolve(i int) ref.Val {
 	return v
 }
 
-// read records that the evaluation of variable by read variable i.
+// read records that the evaluation of variable `by` read variable i.
 func (memo *variableMemo) read(by, i int) {
 	e := &memo.entries[by]
 	if e.done {
