@@ -2,7 +2,6 @@ package validate
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -36,15 +35,7 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	c := NewCompiler()
 	// The Scale of this package's tests, and the Pod of the benchmarks,
 	// which the Pod Security and library policies evaluate in full.
-	podBody, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := review.Decode(podBody)
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests := []*review.Request{decode(t), pod}
+	requests := []*review.Request{decode(t), decodePod(t)}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"env": "dev"}}}
 	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
 

@@ -3,7 +3,6 @@ package validate
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"testing"
 
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
-
-	"github.com/admitfn/admitfn/core/review"
 )
 
 // Expressions over the shared object value (objectValue) and over
@@ -30,18 +27,7 @@ import (
 // leaves to cel-go (equality both ways, conversion, concatenation, size,
 // indexes that are not in-range integers).
 func TestObjectValueMatchesUpstream(t *testing.T) {
-	body, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := review.Decode(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := review.Decode(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, old := decodePod(t), decodePod(t)
 	// The old object differs in one nested field, so equality walks it.
 	old.Object.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "changed"
 	obj := pod.Object.Object

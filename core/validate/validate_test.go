@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"testing"
 
@@ -41,6 +42,21 @@ const body = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","requ
 func decode(t *testing.T) *review.Request {
 	t.Helper()
 	r, err := review.Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// decodePod is the Pod of the benchmarks (internal/perf), which the Pod
+// Security and library policies evaluate in full.
+func decodePod(t *testing.T) *review.Request {
+	t.Helper()
+	body, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := review.Decode(body)
 	if err != nil {
 		t.Fatal(err)
 	}

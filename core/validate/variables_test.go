@@ -3,7 +3,6 @@ package validate
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -54,14 +53,7 @@ func TestVariablesMatchUpstream(t *testing.T) {
 	if len(cases.Validating) != 5 || len(policies) < 15 {
 		t.Fatalf("%d cases, %d policies with variables: the corpus no longer covers what it should", len(cases.Validating), len(policies))
 	}
-	podBody, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := review.Decode(podBody)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := decodePod(t)
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
 
