@@ -27,7 +27,9 @@ import (
 // Upstream's validator evaluates a policy's validations, then every message
 // expression (even for validations that passed), then its audit annotations,
 // each set with a composition of its own, so each variable a message reads is
-// evaluated again on the same inputs. Its value cannot differ, but its cost
+// evaluated again on the same inputs (upstream's messages, unlike its
+// validations, have no `authorizer`; admitfn has none in any set). Its
+// value cannot differ, but its cost
 // is counted again against the policy's budget, and running out of budget is
 // what a user can observe. So the second time a variable is read, it is not
 // evaluated: its remembered value is returned, its remembered cost reported,
