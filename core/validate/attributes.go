@@ -36,9 +36,9 @@ type Attributes struct {
 	// and their CEL values (objectValue) are shared by every policy.
 	shareObjects      bool
 	object, oldObject sharedObject
-	// memos are what each policy evaluation remembers of its variables
+	// memos are what policy evaluations remember of their variables
 	// (variables.go); only a validating review has them.
-	memos map[memoKey]*variableMemo
+	memos map[memoKey][]*variableMemo
 }
 
 // sharedObject is the CEL value of one object, remembered with the object

@@ -47,7 +47,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	}
 	compositionCtx := &composition{Context: ctx, vars: c.vars}
 	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
-		compositionCtx.memo = attrs.variableMemo(c.vars, versionedAttr, request, inputs.VersionedParams, namespace)
+		compositionCtx.memo = attrs.variableMemo(c.vars, versionedAttr, inputs.VersionedParams, namespace)
 	}
 	act.composition = compositionCtx
 

@@ -10,7 +10,6 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
@@ -22,7 +21,8 @@ import (
 // lazy.MapValue: `variables.<name>` is evaluated when first read in a
 // condition set, once, its runtime cost added to the expression that read
 // it), with one difference: on a validating review, a variable's value is
-// remembered across the condition sets of one policy evaluation.
+// remembered across the condition sets of one policy evaluation, and across
+// the bindings of the policy that read the same params.
 //
 // Upstream's validator evaluates a policy's validations, then every message
 // expression (even for validations that passed), then its audit annotations,
@@ -112,42 +112,49 @@ type memoEntry struct {
 	deps []int
 }
 
-// memoKey identifies one policy evaluation (upstream's validator.Validate):
-// the request value it builds for each call is shared by that call's
-// condition sets only; the objects, namespace and policy complete the key.
-// Holding the pointers keeps them from being reused within the review.
+// memoKey identifies what a policy's variables read on a validating review
+// besides params: the objects (the versioned attributes upstream's
+// dispatcher keeps for each kind) and the namespace, which the function
+// knows by name only (celNamespace). `request` is the same for every
+// policy of the review (celRequest), and there is no `authorizer`. So every
+// condition set of one policy evaluation, and every binding of the policy
+// that matches with the same params, reads the same values.
 type memoKey struct {
-	vars      *Variables
-	request   *admissionv1.AdmissionRequest
-	namespace *corev1.Namespace
-	attr      *admission.VersionedAttributes
+	vars       *Variables
+	attr       *admission.VersionedAttributes
+	namespaced bool
+	namespace  string
 }
 
-// variableMemo is the memory of the policy evaluation the arguments of a
-// condition set's ForInput identify, or nil when nothing may be shared: a
-// mutating review (its object changes between mutations), a policy without
-// variables, or the same call with other params.
-func (a *Attributes) variableMemo(vars *Variables, attr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, params runtime.Object, ns *corev1.Namespace) *variableMemo {
-	if !a.shareObjects || vars.len() == 0 || request == nil {
+// variableMemo is the memory of the policy evaluations the arguments of a
+// condition set's ForInput share, or nil when nothing may be shared: a
+// mutating review (its object changes between mutations) or a policy
+// without variables.
+func (a *Attributes) variableMemo(vars *Variables, attr *admission.VersionedAttributes, params runtime.Object, ns *corev1.Namespace) *variableMemo {
+	if !a.shareObjects || vars.len() == 0 {
 		return nil
 	}
-	key := memoKey{vars, request, ns, attr}
-	if m, ok := a.memos[key]; ok {
-		if !sameObject(m.params, params) {
-			return nil
+	key := memoKey{vars: vars, attr: attr}
+	if ns != nil {
+		key.namespaced, key.namespace = true, ns.Name
+	}
+	for _, m := range a.memos[key] {
+		if sameObject(m.params, params) {
+			return m
 		}
-		return m
 	}
 	if a.memos == nil {
-		a.memos = map[memoKey]*variableMemo{}
+		a.memos = map[memoKey][]*variableMemo{}
 	}
 	m := &variableMemo{params: params, entries: make([]memoEntry, vars.len())}
-	a.memos[key] = m
+	a.memos[key] = append(a.memos[key], m)
 	return m
 }
 
 // sameObject reports whether a and b are the same object (by pointer): only
-// then do two condition sets read the same params.
+// then do two condition sets read the same params. (Upstream's dispatcher
+// wraps params without a kind anew for each binding: those are shared by
+// the sets of one evaluation only.)
 func sameObject(a, b runtime.Object) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil

@@ -11,7 +11,6 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,26 +92,33 @@ func TestVariablesMatchUpstream(t *testing.T) {
 							failing++
 						}
 					}
-					// The same evaluation again on the same review: every
-					// variable is remembered, every set replays.
+					// The same evaluation again on the same review, as
+					// another binding of the policy: every variable is
+					// remembered, every set replays.
 					attrs, va := versioned(req)
-					request := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
-					first := in.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request})
-					again := in.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request})
+					same := &shared{attrs, va}
+					first := in.run(got, celconfig.RuntimeCELCostBudget, same)
+					again := in.run(got, celconfig.RuntimeCELCostBudget, same)
 					if !slices.Equal(again.trace, full.trace) || !slices.Equal(first.trace, full.trace) {
 						t.Errorf("%s, evaluated twice:\n%s\nupstream:\n%s", name, strings.Join(again.trace, "\n"), strings.Join(full.trace, "\n"))
 					}
 					if len(attrs.memos) > 0 {
 						replayed++
 					}
-					// With other params, on the same review and request
-					// value, nothing remembered applies.
-					other := evaluationInput{req: req, namespace: ns, params: params}
+					// With other params, or in another namespace, on the
+					// same review: nothing remembered applies.
+					otherParams := evaluationInput{req: req, namespace: ns, params: params}
 					if param != nil {
-						other.params = nil
+						otherParams.params = nil
 					}
-					if g, w := other.run(got, celconfig.RuntimeCELCostBudget, &shared{attrs, va, request}), other.run(want, celconfig.RuntimeCELCostBudget, nil); !slices.Equal(g.trace, w.trace) {
-						t.Errorf("%s, then with params %v:\n%s\nupstream:\n%s", name, other.params != nil, strings.Join(g.trace, "\n"), strings.Join(w.trace, "\n"))
+					otherNamespace := evaluationInput{req: req, namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, params: param}
+					if ns == nil {
+						otherNamespace.namespace = namespace
+					}
+					for _, other := range []evaluationInput{otherParams, otherNamespace} {
+						if g, w := other.run(got, celconfig.RuntimeCELCostBudget, same), other.run(want, celconfig.RuntimeCELCostBudget, nil); !slices.Equal(g.trace, w.trace) {
+							t.Errorf("%s, then with params %v in namespace %v:\n%s\nupstream:\n%s", name, other.params != nil, other.namespace, strings.Join(g.trace, "\n"), strings.Join(w.trace, "\n"))
+						}
 					}
 				}
 			}
@@ -130,11 +136,10 @@ type evaluationInput struct {
 	params    runtime.Object
 }
 
-// shared are the review and request value of an evaluation to run again.
+// shared is the review of an evaluation to run again.
 type shared struct {
-	attrs   *Attributes
-	va      *admission.VersionedAttributes
-	request *admissionv1.AdmissionRequest
+	attrs *Attributes
+	va    *admission.VersionedAttributes
 }
 
 type evaluation struct {
@@ -154,13 +159,16 @@ func (e evaluation) spent() int64 {
 }
 
 // run evaluates the condition sets as validating.(*validator).Validate
-// does, on a review of its own unless again is given.
+// does, on a review of its own unless again is given (as another binding
+// of the policy would).
 func (in evaluationInput) run(sets conditionSets, budget int64, again *shared) evaluation {
 	attrs, va := versioned(in.req)
-	request := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
 	if again != nil {
-		va, request = again.va, again.request
+		attrs, va = again.attrs, again.va
 	}
+	// A request value of its own, as upstream's validator builds for each
+	// call (admitfn's activation reads the review's).
+	request := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(attrs.GetResource()), metav1.GroupVersionKind(attrs.GetKind()))
 	ctx := context.Background()
 	ns := plugincel.CreateNamespaceObject(in.namespace)
 	var out evaluation
@@ -313,5 +321,34 @@ func TestInterruptedVariableNotRemembered(t *testing.T) {
 	}
 	if memo.entries[0].val != types.Int(10) || memo.entries[0].cost == 0 {
 		t.Errorf("remembered %v at cost %d", memo.entries[0].val, memo.entries[0].cost)
+	}
+}
+
+// The objects are part of what is remembered: on one review, another
+// version of the object (another kind a policy matches by equivalence)
+// evaluates the variables again.
+func TestVariablesRememberedPerObject(t *testing.T) {
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		Variables:   []admissionregistrationv1.Variable{{Name: "replicas", Expression: "object.spec.replicas"}},
+		Validations: []admissionregistrationv1.Validation{{Expression: "variables.replicas == 3"}},
+	}}
+	sets, errs := compileSets(NewCompiler().ForPolicy(true), p)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	attrs, va := versioned(decode(t))
+	// The old Scale (two replicas) as the object of another version.
+	other := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(attrs.GetOldObject()), VersionedOldObject: admission.NewLazyObject(attrs.GetOldObject())}
+	for _, tc := range []struct {
+		va   *admission.VersionedAttributes
+		want ref.Val
+	}{{va, types.True}, {other, types.False}, {va, types.True}} {
+		results, _, err := sets.validations.ForInput(context.Background(), tc.va, nil, plugincel.OptionalVariableBindings{}, nil, celconfig.RuntimeCELCostBudget)
+		if err != nil || len(results) != 1 || results[0].EvalResult != tc.want {
+			t.Errorf("replicas == 3 on %v: %+v, %v; want %v", tc.va.VersionedObject.Object().(*unstructured.Unstructured).Object["spec"], results, err, tc.want)
+		}
+	}
+	if n := len(attrs.memos); n != 2 {
+		t.Errorf("%d memories, want one per object", n)
 	}
 }
