@@ -20,26 +20,36 @@ import (
 
 // The P4–P6 measures of docs/performance.md run the server binary as a
 // process, built as `make build` builds it, beside the minimal server
-// (./minimal) as the baseline.
+// (./minimal) as the baseline, and the minimal server linked with the
+// upstream packages admitfn's core reuses (./minimal built with the tag
+// admitfn_upstream) as the floor those packages set.
+
+// bins are the three binaries, built once per test binary.
+type bins struct{ server, minimal, upstream string }
 
 var (
-	buildOnce                     sync.Once
-	serverBin, minimalBin, binDir string
-	buildErr                      error
+	buildOnce sync.Once
+	built     bins
+	binDir    string
+	buildErr  error
 )
 
-func binaries(tb testing.TB) (server, minimal string) {
+func binaries(tb testing.TB) bins {
 	tb.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "admitfn-perf-"); buildErr != nil {
 			return
 		}
-		serverBin, minimalBin = filepath.Join(binDir, "server"), filepath.Join(binDir, "minimal")
-		for bin, pkg := range map[string]string{serverBin: "../../functions/server", minimalBin: "./minimal"} {
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream")}
+		for _, b := range []struct{ bin, pkg, tags string }{
+			{built.server, "../../functions/server", ""},
+			{built.minimal, "./minimal", ""},
+			{built.upstream, "./minimal", "admitfn_upstream"},
+		} {
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+b.tags, "-o", b.bin, b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
 				return
 			}
 		}
@@ -47,7 +57,7 @@ func binaries(tb testing.TB) (server, minimal string) {
 	if buildErr != nil {
 		tb.Fatal(buildErr)
 	}
-	return serverBin, minimalBin
+	return built
 }
 
 func TestMain(m *testing.M) {
@@ -119,20 +129,26 @@ func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
 
 // BenchmarkP4ColdStart: process exec → first answered review, the server
 // loading the 100-policy bundle from a directory ÷ the minimal server, run
-// alternately; read x-minimal.
+// alternately; read x-minimal. The upstream floor runs with them: the
+// minimal server linked with the upstream packages admitfn's core reuses,
+// answering at once (upstream-x-minimal), which no server built on those
+// packages can beat.
 func BenchmarkP4ColdStart(b *testing.B) {
-	server, minimal := binaries(b)
+	bin := binaries(b)
 	dir := bundle100(b)
 	body := perf.PodReview()
-	var admitfn, baseline time.Duration
+	var admitfn, baseline, upstream time.Duration
 	for b.Loop() {
-		baseline += coldStart(b, minimal, dir, body)
-		admitfn += coldStart(b, server, dir, body)
+		baseline += coldStart(b, bin.minimal, dir, body)
+		upstream += coldStart(b, bin.upstream, dir, body)
+		admitfn += coldStart(b, bin.server, dir, body)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(admitfn.Microseconds())/1000/n, "admitfn-ms")
 	b.ReportMetric(float64(baseline.Microseconds())/1000/n, "minimal-ms")
+	b.ReportMetric(float64(upstream.Microseconds())/1000/n, "upstream-ms")
 	b.ReportMetric(float64(admitfn)/float64(baseline), "x-minimal")
+	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
 }
 
 // BenchmarkP5Throughput: reviews per second of the server on loopback, 8
@@ -140,7 +156,7 @@ func BenchmarkP4ColdStart(b *testing.B) {
 // soak's load), ÷ the minimal server answering the same requests; read
 // x-minimal.
 func BenchmarkP5Throughput(b *testing.B) {
-	server, minimal := binaries(b)
+	bin := binaries(b)
 	root := perf.RepoRoot()
 	examples := filepath.Join(root, "policies", "examples")
 	cases, err := soak.ExampleCases(filepath.Join(root, "adapters", "http", "testdata"), examples)
@@ -159,8 +175,8 @@ func BenchmarkP5Throughput(b *testing.B) {
 	}
 	var admitfn, baseline float64
 	for b.Loop() {
-		baseline += run(minimal)
-		admitfn += run(server)
+		baseline += run(bin.minimal)
+		admitfn += run(bin.server)
 	}
 	n := float64(b.N)
 	b.ReportMetric(admitfn/n, "admitfn-req/s")
@@ -170,21 +186,28 @@ func BenchmarkP5Throughput(b *testing.B) {
 
 // BenchmarkP6Memory: the server's resident memory with the 100-policy
 // bundle loaded, after 10,000 reviews of the Pod from 4 keep-alive clients;
-// read rss-MiB.
+// read rss-MiB. The upstream floor serves the same requests
+// (upstream-rss-MiB): the resident memory of a process linked with the
+// upstream packages admitfn's core reuses, before any policy.
 func BenchmarkP6Memory(b *testing.B) {
-	server, _ := binaries(b)
+	bin := binaries(b)
 	dir := bundle100(b)
 	cases := []soak.Case{{Name: "pod", Route: "/validate", Body: perf.PodReview()}}
-	var rss int64
-	for b.Loop() {
+	run := func(server string) int64 {
 		rep, err := soak.Run(context.Background(), soak.Config{Server: server, Policies: dir, Cases: cases, Clients: 4, Requests: 10000, Duration: 10 * time.Minute, Window: time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if rep.Errors != 0 || rep.Requests != 10000 {
-			b.Fatalf("%d reviews, %d errors: %v", rep.Requests, rep.Errors, rep.FirstErrors)
+			b.Fatalf("%s: %d reviews, %d errors: %v", filepath.Base(server), rep.Requests, rep.Errors, rep.FirstErrors)
 		}
-		rss += rep.EndRSS
+		return rep.EndRSS
+	}
+	var rss, upstream int64
+	for b.Loop() {
+		upstream += run(bin.upstream)
+		rss += run(bin.server)
 	}
 	b.ReportMetric(float64(rss)/float64(b.N)/(1<<20), "rss-MiB")
+	b.ReportMetric(float64(upstream)/float64(b.N)/(1<<20), "upstream-rss-MiB")
 }

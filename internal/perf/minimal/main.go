@@ -2,7 +2,10 @@
 // measures: the least a Go HTTP server does to answer an AdmissionReview,
 // reading each request's body and writing one fixed answer. It takes the
 // admitfn server's -addr flag and logs the same "serving" line, so the
-// same harness drives both; the other flags are accepted and ignored.
+// same harness drives both; the other flags are accepted and ignored. Built
+// with -tags admitfn_upstream it also links the Kubernetes and cel-go
+// packages admitfn's core imports (upstream.go): the floor those packages
+// set for P4 and P6.
 package main
 
 import (
