@@ -17,10 +17,12 @@ BenchmarkP1Review/floor-2           	    8126	    100000 ns/op	  57.33 MB/s	   6
 BenchmarkP1Review/admitfn-2         	    1909	    280000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
 BenchmarkP1Review/floor-2           	    8126	    140000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
 BenchmarkP2Evaluate/admitfn-2       	    2440	    100000 ns/op	  248558 B/op	    3798 allocs/op
+BenchmarkEvaluationFloor-2          	    2440	     90000 ns/op	  200538 B/op	    3779 allocs/op
+BenchmarkDecode-2                   	   19008	     62000 ns/op	  131.35 MB/s	   55778 B/op	    1079 allocs/op
 BenchmarkP2Evaluate/upstream-2      	    1190	    500000 ns/op	  560170 B/op	    7972 allocs/op
 BenchmarkP3Index/1000-policies-2    	    1929	    110000 ns/op	  276194 B/op	    5841 allocs/op
 BenchmarkP3Index/10-policies-2      	    6160	    100000 ns/op	  117810 B/op	    1386 allocs/op
-BenchmarkP4ColdStart-2    	       2	 594302079 ns/op	       565.2 admitfn-ms	         5.469 minimal-ms	       103.3 x-minimal	 2536964 B/op	   28227 allocs/op
+BenchmarkP4ColdStart-2    	       2	 594302079 ns/op	       565.2 admitfn-ms	         5.469 minimal-ms	        20.1 upstream-ms	       103.3 x-minimal	         3.675 upstream-x-minimal	 2536964 B/op	   28227 allocs/op
 BenchmarkP5Throughput-2   	       1	6213647819 ns/op	      5735 admitfn-req/s	     29934 minimal-req/s	         0.5 x-minimal	583241024 B/op	 6433460 allocs/op
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
 PASS
@@ -33,6 +35,10 @@ func TestSummary(t *testing.T) {
 	}
 	lines, complete := summarize(r)
 	want := []string{
+		"floor P1 1.09 target <=2 reachable", // (62000 + 90000) / 140000
+		"floor P2 0.18 target <=0.25 reachable",
+		"floor P4 3.67 target <=3 unreachable",
+		"floor P6 n/a target <=64 unmeasured",
 		"P1 2 target <=2 PASS", // medians: 280000 / 140000
 		"P2 0.2 target <=0.25 PASS",
 		"P3 1.1 target <=1.2 PASS",
