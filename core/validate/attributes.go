@@ -73,6 +73,17 @@ func NewAttributes(req *review.Request) *Attributes {
 	}
 }
 
+// Validating marks a as a validating review's attributes, and returns it:
+// nothing changes a validating review's objects, so their CEL values and
+// the policies' variables are shared by every policy and binding
+// (objectValue, variables.go). The Dispatcher marks the attributes it is
+// given; never mark a mutating review's, whose object changes between
+// mutations.
+func (a *Attributes) Validating() *Attributes {
+	a.shareObjects = true
+	return a
+}
+
 // celRequest is the CEL `request` variable, built as upstream builds it
 // (plugincel.CreateAdmissionRequest, wrapped by celcommon.SchemalessTypedToVal,
 // which converts a field when an expression first reads it), once per

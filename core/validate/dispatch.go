@@ -79,8 +79,7 @@ var ErrInternal = errors.New("internal error evaluating policies")
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *Attributes, hooks []Hook) (Result, error) {
 	rec := &warnings{}
 	ctx, tr := WithTrace(warning.WithWarningRecorder(ctx, rec))
-	// Validation never changes the objects: their CEL values are shared.
-	attrs.shareObjects = true
+	attrs.Validating()
 
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
 	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.Failed()}

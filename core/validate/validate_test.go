@@ -50,7 +50,7 @@ func decode(t *testing.T) *review.Request {
 
 // decodePod is the Pod of the benchmarks (internal/perf), which the Pod
 // Security and library policies evaluate in full.
-func decodePod(t testing.TB) *review.Request {
+func decodePod(t *testing.T) *review.Request {
 	t.Helper()
 	body, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
 	if err != nil {

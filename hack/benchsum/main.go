@@ -36,34 +36,31 @@ type measure struct {
 	target float64
 }
 
-// figure is either the sum of the ns/op of some benchmarks divided by a
-// baseline's, or a metric one benchmark reports.
+// figure is either a ratio of the ns/op of two benchmarks or a metric one
+// benchmark reports.
 type figure struct {
-	subjects    []string
-	baseline    string
-	bench, unit string
+	subject, baseline string
+	bench, unit       string
 }
 
-func ratio(baseline string, subjects ...string) figure {
-	return figure{subjects: subjects, baseline: baseline}
-}
+func ratio(subject, baseline string) figure { return figure{subject: subject, baseline: baseline} }
 
 func metric(bench, unit string) figure { return figure{bench: bench, unit: unit} }
 
 var measures = []measure{
 	{
-		id: "P1", value: ratio("BenchmarkP1Review/floor", "BenchmarkP1Review/admitfn"),
+		id: "P1", value: ratio("BenchmarkP1Review/admitfn", "BenchmarkP1Review/floor"),
 		// Decoding the Pod and evaluating what its answer needs, encoding
 		// the answer left out.
-		floor:  &figure{subjects: []string{"BenchmarkDecode", "BenchmarkEvaluationFloor"}, baseline: "BenchmarkP1Review/floor"},
+		floor:  &figure{bench: "BenchmarkFloors", unit: "p1-floor"},
 		atMost: true, target: 2.0,
 	},
 	{
-		id: "P2", value: ratio("BenchmarkP2Evaluate/upstream", "BenchmarkP2Evaluate/admitfn"),
-		floor:  &figure{subjects: []string{"BenchmarkEvaluationFloor"}, baseline: "BenchmarkP2Evaluate/upstream"},
+		id: "P2", value: ratio("BenchmarkP2Evaluate/admitfn", "BenchmarkP2Evaluate/upstream"),
+		floor:  &figure{bench: "BenchmarkFloors", unit: "p2-floor"},
 		atMost: true, target: 0.25,
 	},
-	{id: "P3", value: ratio("BenchmarkP3Index/10-policies", "BenchmarkP3Index/1000-policies"), atMost: true, target: 1.2},
+	{id: "P3", value: ratio("BenchmarkP3Index/1000-policies", "BenchmarkP3Index/10-policies"), atMost: true, target: 1.2},
 	{
 		id: "P4", value: metric("BenchmarkP4ColdStart", "x-minimal"),
 		floor:  &figure{bench: "BenchmarkP4ColdStart", unit: "upstream-x-minimal"},
@@ -147,24 +144,17 @@ func (r results) median(name, unit string) (float64, bool) {
 	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
 }
 
-// of is the figure's value in r, if r has every benchmark it needs.
+// of is the figure's value in r, if r has the benchmarks it needs.
 func (r results) of(f figure) (float64, bool) {
 	if f.bench != "" {
 		return r.median(f.bench, f.unit)
 	}
-	b, ok := r.median(f.baseline, "ns/op")
-	if !ok || b <= 0 {
+	s, okS := r.median(f.subject, "ns/op")
+	b, okB := r.median(f.baseline, "ns/op")
+	if !okS || !okB || b <= 0 {
 		return 0, false
 	}
-	var sum float64
-	for _, s := range f.subjects {
-		v, ok := r.median(s, "ns/op")
-		if !ok {
-			return 0, false
-		}
-		sum += v
-	}
-	return sum / b, true
+	return s / b, true
 }
 
 // meets reports whether v is on the right side of m's target.

@@ -17,8 +17,7 @@ BenchmarkP1Review/floor-2           	    8126	    100000 ns/op	  57.33 MB/s	   6
 BenchmarkP1Review/admitfn-2         	    1909	    280000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
 BenchmarkP1Review/floor-2           	    8126	    140000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
 BenchmarkP2Evaluate/admitfn-2       	    2440	    100000 ns/op	  248558 B/op	    3798 allocs/op
-BenchmarkEvaluationFloor-2          	    2440	     90000 ns/op	  200538 B/op	    3779 allocs/op
-BenchmarkDecode-2                   	   19008	     62000 ns/op	  131.35 MB/s	   55778 B/op	    1079 allocs/op
+BenchmarkFloors-2   	      10	 100396092 ns/op	       830.5 admitfn-µs	       701.8 floor-µs	         6.297 p1-admitfn	         1.09 p1-floor	         0.6141 p2-admitfn	         0.18 p2-floor	      1352 upstream-µs	29839876 B/op	  566761 allocs/op
 BenchmarkP2Evaluate/upstream-2      	    1190	    500000 ns/op	  560170 B/op	    7972 allocs/op
 BenchmarkP3Index/1000-policies-2    	    1929	    110000 ns/op	  276194 B/op	    5841 allocs/op
 BenchmarkP3Index/10-policies-2      	    6160	    100000 ns/op	  117810 B/op	    1386 allocs/op
@@ -35,7 +34,7 @@ func TestSummary(t *testing.T) {
 	}
 	lines, complete := summarize(r)
 	want := []string{
-		"floor P1 1.09 target <=2 reachable", // (62000 + 90000) / 140000
+		"floor P1 1.09 target <=2 reachable",
 		"floor P2 0.18 target <=0.25 reachable",
 		"floor P4 3.67 target <=3 unreachable",
 		"floor P6 n/a target <=64 unmeasured",

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/internal/perf"
+)
+
+// The evaluation floor of P1 and P2 (docs/performance.md): the CEL the
+// Pod's answer needs, and nothing else. Each policy of the 20-policy bundle
+// that can match the Pod has its validator called directly, once per
+// binding: its validations, then every message expression, then its audit
+// annotations, with kube-apiserver's compiled programs, cost limits and
+// budget, each variable evaluated once per policy and the objects' CEL
+// values shared, as admitfn evaluates them; no dispatcher, no matching, no
+// params lookup, no answer. An evaluator that keeps upstream's programs and
+// budgets, as admitfn must, evaluates at least this much.
+
+// floorPolicy is one policy's validator and, for each of its bindings, the
+// params it reads.
+type floorPolicy struct {
+	validator validating.Validator
+	params    []runtime.Object
+}
+
+// evaluationFloor is what the floor evaluates of e on req: its candidate
+// policies on the validating route, with their params looked up once.
+func evaluationFloor(tb testing.TB, e *Engine, req *review.Request) []floorPolicy {
+	tb.Helper()
+	var out []floorPolicy
+	for _, h := range e.routes[validateRoute].validating.candidates(validate.NewAttributes(req)) {
+		fp := floorPolicy{validator: h.Evaluator}
+		for _, b := range h.Bindings {
+			var params runtime.Object
+			if ref := b.Spec.ParamRef; ref != nil {
+				obj, err := h.ParamInformer.Lister().ByNamespace(ref.Namespace).Get(ref.Name)
+				if err != nil {
+					tb.Fatalf("%s: params: %v", b.Name, err)
+				}
+				params = obj
+			}
+			fp.params = append(fp.params, params)
+		}
+		out = append(out, fp)
+	}
+	return out
+}
+
+// floorReview evaluates every policy once per binding on req, sharing their
+// inputs as a validating review does, and counts what they decided.
+func floorReview(ctx context.Context, req *review.Request, policies []floorPolicy) (evaluations, denials, annotations int) {
+	attrs := validate.NewAttributes(req).Validating()
+	va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind()}
+	va.VersionedObject.Set(attrs.GetObject())
+	va.VersionedOldObject.Set(attrs.GetOldObject())
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: attrs.GetNamespace()}}
+	for _, p := range policies {
+		for _, params := range p.params {
+			res := p.validator.Validate(ctx, attrs.GetResource(), va, params, ns, celconfig.RuntimeCELCostBudget, nil)
+			evaluations++
+			for _, d := range res.Decisions {
+				if d.Action != validating.ActionAdmit || d.Evaluation != validating.EvalAdmit {
+					denials++
+				}
+			}
+			annotations += len(res.AuditAnnotations)
+		}
+	}
+	return evaluations, denials, annotations
+}
+
+// The floor evaluates what a review of the Pod does: the 17 policies that
+// match it (TestPerfFixtures), allowing it with one audit annotation; and a
+// privileged container breaks the baseline profile's control (the
+// restricted policy holds only the controls it adds).
+func TestEvaluationFloor(t *testing.T) {
+	e := bundle20(t)
+	policies := evaluationFloor(t, e, benchPod(t))
+	evaluations, denials, annotations := floorReview(context.Background(), benchPod(t), policies)
+	if len(policies) != 17 || evaluations != 17 || denials != 0 || annotations != 1 {
+		t.Fatalf("%d policies evaluated %d times: %d denials, %d audit annotations; want 17, 17, 0, 1", len(policies), evaluations, denials, annotations)
+	}
+	priv := benchPod(t)
+	containers := priv.Object.Object["spec"].(map[string]any)["containers"].([]any)
+	containers[0].(map[string]any)["securityContext"].(map[string]any)["privileged"] = true
+	if _, denials, _ := floorReview(context.Background(), priv, policies); denials != 1 {
+		t.Fatalf("a privileged container: %d denials, want 1", denials)
+	}
+}
+
+// BenchmarkFloors: the floors of P1 and P2 beside P1 and P2 themselves.
+// Its parts run in turn, in blocks of floorBlock reviews each, so that the
+// machine's drift between benchmarks does not enter the ratios and each
+// part pays for collecting its own garbage: P1's floor (decoding and
+// encoding with encoding/json), admitfn's whole review (P1), admitfn's
+// decoding of the Pod, the evaluation floor, admitfn's evaluation (P2) and
+// upstream's (P2's baseline). Read p1-floor, (decoding + evaluation floor)
+// ÷ P1's floor, encoding the answer left out, and p2-floor, evaluation
+// floor ÷ upstream's evaluation, each beside what admitfn reads in the same
+// loop (p1-admitfn, p2-admitfn).
+func BenchmarkFloors(b *testing.B) {
+	e := bundle20(b)
+	body := perf.PodReview()
+	policies := evaluationFloor(b, e, benchPod(b))
+	hooks := upstreamHooks(b, e)
+	ctx := context.Background()
+	reqs := make([]*review.Request, floorBlock)
+	// block runs part on each of reqs in turn and times them all.
+	block := func(part func(req *review.Request) error) time.Duration {
+		start := time.Now()
+		for _, req := range reqs {
+			if err := part(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	var p1, review1, decoding, evaluation, admitfn, upstream time.Duration
+	for b.Loop() {
+		p1 += block(func(*review.Request) error { _, err := floor(body); return err })
+		review1 += block(func(*review.Request) error { _, err := reviewBytes(ctx, e, body); return err })
+		start := time.Now()
+		for i := range reqs {
+			var err error
+			if reqs[i], err = review.Decode(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		decoding += time.Since(start)
+		evaluation += block(func(req *review.Request) error {
+			if _, denials, _ := floorReview(ctx, req, policies); denials != 0 {
+				return errors.New("the Pod was denied")
+			}
+			return nil
+		})
+		admitfn += block(func(req *review.Request) error { _, err := e.Review(ctx, validateRoute, req); return err })
+		upstream += block(func(req *review.Request) error {
+			_, err := e.dispatcher.Dispatch(ctx, validate.NewAttributes(req), hooks)
+			return err
+		})
+	}
+	n := float64(b.N * floorBlock)
+	b.ReportMetric(float64(evaluation.Microseconds())/n, "floor-µs")
+	b.ReportMetric(float64(admitfn.Microseconds())/n, "admitfn-µs")
+	b.ReportMetric(float64(upstream.Microseconds())/n, "upstream-µs")
+	b.ReportMetric(float64(decoding+evaluation)/float64(p1), "p1-floor")
+	b.ReportMetric(float64(review1)/float64(p1), "p1-admitfn")
+	b.ReportMetric(float64(evaluation)/float64(upstream), "p2-floor")
+	b.ReportMetric(float64(admitfn)/float64(upstream), "p2-admitfn")
+}
+
+// floorBlock is how many reviews each part of BenchmarkFloors runs in turn.
+const floorBlock = 25
