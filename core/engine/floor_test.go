@@ -103,17 +103,17 @@ func TestEvaluationFloor(t *testing.T) {
 
 // BenchmarkFloors: the floors of P1 and P2 beside P1 and P2 themselves.
 // Its parts run in turn, in blocks of floorBlock reviews each, so that the
-// machine's drift between benchmarks does not enter the ratios. Each block
-// starts after a full collection and allocates less than starts another,
-// so the loop compares the work itself, without the collector (which the
-// P-measures include, and which would charge one part for another's
-// garbage); a floor measured so reads lower, not higher. The parts: P1's floor (decoding and
-// encoding with encoding/json), admitfn's whole review (P1), admitfn's
-// decoding of the Pod, the evaluation floor, admitfn's evaluation (P2) and
-// upstream's (P2's baseline). Read p1-floor, (decoding + evaluation floor)
-// ÷ P1's floor, encoding the answer left out, and p2-floor, evaluation
-// floor ÷ upstream's evaluation, each beside what admitfn reads in the same
-// loop (p1-admitfn, p2-admitfn).
+// machine's drift between benchmarks does not enter the ratios: P1's floor
+// (decoding and encoding with encoding/json), admitfn's whole review (P1),
+// admitfn's decoding of the Pod, the evaluation floor, admitfn's
+// evaluation (P2) and upstream's (P2's baseline). Each block starts after a
+// full collection and allocates less than starts another, so the loop
+// compares the work itself, without the collector (which the P-measures
+// include, and which would charge one part for another's garbage): a floor
+// measured so reads lower, not higher. Read p1-floor, (decoding +
+// evaluation floor) ÷ P1's floor, encoding the answer left out, and
+// p2-floor, evaluation floor ÷ upstream's evaluation, each beside what
+// admitfn reads in the same loop (p1-admitfn, p2-admitfn).
 func BenchmarkFloors(b *testing.B) {
 	e := bundle20(b)
 	body := perf.PodReview()
