@@ -31,7 +31,7 @@ import (
 type measure struct {
 	id     string
 	value  figure
-	floor  *figure
+	floor  figure // none when zero
 	atMost bool // target is ≤ value, else ≥ value
 	target float64
 }
@@ -52,24 +52,24 @@ var measures = []measure{
 		id: "P1", value: ratio("BenchmarkP1Review/admitfn", "BenchmarkP1Review/floor"),
 		// Decoding the Pod and evaluating what its answer needs, encoding
 		// the answer left out.
-		floor:  &figure{bench: "BenchmarkFloors", unit: "p1-floor"},
+		floor:  metric("BenchmarkFloors", "p1-floor"),
 		atMost: true, target: 2.0,
 	},
 	{
 		id: "P2", value: ratio("BenchmarkP2Evaluate/admitfn", "BenchmarkP2Evaluate/upstream"),
-		floor:  &figure{bench: "BenchmarkFloors", unit: "p2-floor"},
+		floor:  metric("BenchmarkFloors", "p2-floor"),
 		atMost: true, target: 0.25,
 	},
 	{id: "P3", value: ratio("BenchmarkP3Index/1000-policies", "BenchmarkP3Index/10-policies"), atMost: true, target: 1.2},
 	{
 		id: "P4", value: metric("BenchmarkP4ColdStart", "x-minimal"),
-		floor:  &figure{bench: "BenchmarkP4ColdStart", unit: "upstream-x-minimal"},
+		floor:  metric("BenchmarkP4ColdStart", "upstream-x-minimal"),
 		atMost: true, target: 3,
 	},
 	{id: "P5", value: metric("BenchmarkP5Throughput", "x-minimal"), atMost: false, target: 0.5},
 	{
 		id: "P6", value: metric("BenchmarkP6Memory", "rss-MiB"),
-		floor:  &figure{bench: "BenchmarkP6Memory", unit: "upstream-rss-MiB"},
+		floor:  metric("BenchmarkP6Memory", "upstream-rss-MiB"),
 		atMost: true, target: 64,
 	},
 }
@@ -185,8 +185,8 @@ func summarize(r results) (lines []string, complete bool) {
 		return fmt.Sprintf("%s%s %s %s %s", prefix, m.id, format(v), target, verdict)
 	}
 	for _, m := range measures {
-		if m.floor != nil {
-			lines = append(lines, line("floor ", m, *m.floor, "reachable", "unreachable", "unmeasured"))
+		if m.floor != (figure{}) {
+			lines = append(lines, line("floor ", m, m.floor, "reachable", "unreachable", "unmeasured"))
 		}
 	}
 	for _, m := range measures {
