@@ -32,7 +32,7 @@ type measure struct {
 	id     string
 	value  figure
 	floor  figure // none when zero
-	atMost bool // target is ≤ value, else ≥ value
+	atMost bool   // target is ≤ value, else ≥ value
 	target float64
 }
 
