@@ -28,14 +28,13 @@ import (
 // expression (even for validations that passed), then its audit annotations,
 // each set with a composition of its own, so each variable a message reads is
 // evaluated again on the same inputs (upstream's messages, unlike its
-// validations, have no `authorizer`; admitfn has none in any set). Its
-// value cannot differ, but its cost
-// is counted again against the policy's budget, and running out of budget is
-// what a user can observe. So the second time a variable is read, it is not
-// evaluated: its remembered value is returned, its remembered cost reported,
-// and the variables its evaluation read are read again (replayed the same
-// way when this composition has not yet read them), which reports exactly
-// what upstream's evaluation would. Upstream's composition is not open to
+// validations, have no `authorizer`; admitfn has none in any set). Its value
+// cannot differ, but its cost is counted again against the policy's budget,
+// and running out of budget is what a user can observe. So the second time a
+// variable is read, it is not evaluated: its remembered value is returned,
+// its remembered cost reported, and the variables its evaluation read are
+// read again (replayed the same way when this composition has not yet read
+// them), which reports exactly what upstream's evaluation would. Upstream's composition is not open to
 // extension (its map of variables and its cost are unexported), hence this
 // copy; TestVariablesMatchUpstream pins values, errors and costs to it.
 
