@@ -28,30 +28,51 @@ FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-
 STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps lint fmt build lambda gcf run-gcf bench clean
+# The binaries the tests run (server, CLI, Cloud Functions runner, Lambda
+# bootstrap), built once per make test by hack/testbin, all static and with
+# -trimpath: one build configuration, whose compiled packages the vendored
+# Cloud Functions build in the tests reuses.
+TEST_BIN ?= $(CURDIR)/dist/test-bin
+TEST_ENV := ADMITFN_TEST_BIN=$(TEST_BIN)
+# Each package's test binary must end within its group's -timeout: generous,
+# for a loaded 2-CPU machine under the race detector, not a measure.
+UNIT_TIMEOUT ?= 20m
+E2E_TIMEOUT  ?= 30m
+FUZZ_TIMEOUT ?= 20m
+# Builds that compile a whole dependency tree on a cold cache (the tools
+# below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
+BUILD_TIMEOUT ?= 45m
+
+.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
-test: lint tf-check unit fuzz-short policy-test e2e ## everything CI runs
+test: lint tf-check test-bin unit fuzz-short policy-test e2e ## everything CI runs
 
-unit: store-deps ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
-	$(STORE_ENV) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+unit: store-deps test-bin ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
+	$(STORE_ENV) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
+
+test-bin: ## the binaries the tests run, into $(TEST_BIN)
+	@echo "test-bin: building server, CLI, Cloud Functions runner and Lambda bootstrap into $(TEST_BIN) (a cold build cache: several minutes on 2 CPUs)"
+	$(GO) run ./hack/testbin $(TEST_BIN)
 
 store-deps: $(VERSITYGW) $(FAKE_GCS_SERVER)
 
 $(VERSITYGW):
-	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	@echo "store-deps: installing versitygw $(VERSITYGW_VERSION), the S3 server of the storage tests (first run only: minutes on 2 CPUs)"
+	GOBIN=$(dir $@) timeout $(BUILD_TIMEOUT) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 $(FAKE_GCS_SERVER):
-	GOBIN=$(dir $@) $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
+	@echo "store-deps: installing fake-gcs-server $(FAKE_GCS_VERSION), the GCS server of the storage tests (first run only: minutes on 2 CPUs)"
+	GOBIN=$(dir $@) timeout $(BUILD_TIMEOUT) $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
 
-policy-test: ## admitfn lint and admitfn test on every bundle under policies/
-	$(GO) run ./cmd/admitfn lint policies/examples policies/library/*/
-	$(GO) run ./cmd/admitfn test policies
+policy-test: test-bin ## admitfn lint and admitfn test on every bundle under policies/
+	$(TEST_BIN)/admitfn lint policies/examples policies/library/*/
+	$(TEST_BIN)/admitfn test policies
 
-e2e: e2e-deps ## admitfn behind a real kube-apiserver and etcd
-	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 30m ./e2e/
+e2e: e2e-deps test-bin ## admitfn behind a real kube-apiserver and etcd
+	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./e2e/
 
 e2e-deps: etcd kube-apiserver
 
@@ -62,15 +83,17 @@ kube-apiserver: $(KUBE_APISERVER)
 
 $(KUBE_APISERVER): # the versioned path is the cache key: fresh clones reuse the binary
 	@mkdir -p $(TOOLS_DIR)
-	@echo "building kube-apiserver $(KUBE_VERSION) (first run only: about 7 minutes on 2 cores)"
-	cd hack/tools/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
+	@echo "kube-apiserver: building $(KUBE_VERSION) for the end-to-end suite (first run only: minutes on 2 CPUs)"
+	cd hack/tools/kube-apiserver && CGO_ENABLED=0 timeout $(BUILD_TIMEOUT) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
 	mv $@.tmp $@
 
+# go vet -race: vet compiles every package it checks and their dependencies;
+# with -race those are the very packages the tests compile next.
 lint: ## gofmt and go vet
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags admitfn_upstream ./internal/perf/minimal
+	$(GO) vet -race ./...
+	$(GO) vet -race -tags admitfn_upstream ./internal/perf/minimal
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -100,7 +123,7 @@ SOAK_DURATION ?= 60s
 fuzz: ## every fuzz target for FUZZTIME each (default 60s; a count such as 20000x also works)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -timeout $(FUZZ_TIMEOUT) "$${t%%:*}"; \
 	done
 
 # CI counts executions rather than seconds: with a duration, go1.26's fuzz

@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/admitfn/admitfn/internal/lambdabuild"
 	"github.com/admitfn/admitfn/internal/lambdatest"
+	"github.com/admitfn/admitfn/internal/testbin"
 )
 
 // KubeVersion is the kube-apiserver the suite runs (hack/tools/kube-apiserver).
@@ -116,17 +115,19 @@ func envOr(k, def string) string {
 	return def
 }
 
+// build finds the binaries the suite runs: make's, or built now.
 func (c *cluster) build() error {
-	c.serverBin = filepath.Join(c.dir, "admitfn-server")
-	c.cliBin = filepath.Join(c.dir, "admitfn")
-	c.gcfBin = filepath.Join(c.dir, "admitfn-gcf")
-	for bin, pkg := range map[string]string{c.serverBin: "../functions/server", c.cliBin: "../cmd/admitfn", c.gcfBin: "../functions/gcp/cmd"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	for _, b := range []struct {
+		path *string
+		name string
+	}{{&c.serverBin, "server"}, {&c.cliBin, "admitfn"}, {&c.gcfBin, "gcf"}, {&c.lambdaBin, "bootstrap"}} {
+		p, err := testbin.Get(b.name)
+		if err != nil {
+			return err
 		}
+		*b.path = p
 	}
-	c.lambdaBin = filepath.Join(c.dir, "lambda", "bootstrap")
-	return lambdabuild.Build(context.Background(), lambdabuild.Package, runtime.GOARCH, c.lambdaBin)
+	return nil
 }
 
 func freePort() (int, error) {
@@ -188,7 +189,7 @@ func (c *cluster) start(etcdBin, apiserverBin string) error {
 		"--quota-backend-bytes", "1073741824", "--log-level", "warn"); err != nil {
 		return err
 	}
-	if err := waitFor(30*time.Second, func() error { return httpOK(http.DefaultClient, etcdURL+"/health", "") }); err != nil {
+	if err := waitFor(func() error { return httpOK(http.DefaultClient, etcdURL+"/health", "") }); err != nil {
 		return fmt.Errorf("etcd not healthy: %w\n%s", err, c.logTail("etcd"))
 	}
 
@@ -254,7 +255,7 @@ rules:
 		QPS:             200, Burst: 400,
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
-	if err := waitFor(120*time.Second, func() error { return httpOK(insecure, c.config.Host+"/readyz", token) }); err != nil {
+	if err := waitFor(func() error { return httpOK(insecure, c.config.Host+"/readyz", token) }); err != nil {
 		return fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.logTail("kube-apiserver"))
 	}
 	return nil
@@ -318,8 +319,16 @@ func httpOK(client *http.Client, url, token string) error {
 	return nil
 }
 
-func waitFor(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
+// patience bounds every wait for the cluster or a server to reach a state
+// (started, a configuration or a namespace's labels in kube-apiserver's
+// caches, an audit event written). Each wait ends as soon as the state is
+// reached: this is a safety net for a loaded machine, not a measure.
+const patience = 3 * time.Minute
+
+// waitFor calls f until it returns nil, for at most patience, and returns
+// its last error.
+func waitFor(f func() error) error {
+	deadline := time.Now().Add(patience)
 	for {
 		err := f()
 		if err == nil {
@@ -421,7 +430,7 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
 	}()
 	select {
 	case a.addr = <-serving:
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		cmd.Process.Kill()
 		t.Fatalf("admitfn did not start:\n%s", a.Logs())
 	}
@@ -509,7 +518,7 @@ func (c *cluster) serveGCF(t *testing.T, bundleDir string) *admitfn {
 	})
 	t.Cleanup(a.stop)
 	backend := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := waitFor(30*time.Second, func() error { return httpOK(http.DefaultClient, backend+"/readyz", "") }); err != nil {
+	if err := waitFor(func() error { return httpOK(http.DefaultClient, backend+"/readyz", "") }); err != nil {
 		t.Fatalf("the Cloud Function did not start: %v\n%s", err, a.Logs())
 	}
 
@@ -596,7 +605,7 @@ func (c *cluster) serveLambda(t *testing.T, bundleDir string) *admitfn {
 		case <-ready:
 		case fe := <-api.InitErrors():
 			t.Fatalf("the Lambda function failed to start: %v\n%s", fe, a.Logs())
-		case <-time.After(30 * time.Second):
+		case <-time.After(patience):
 			t.Fatalf("the Lambda function did not start:\n%s", a.Logs())
 		}
 	}
@@ -684,7 +693,7 @@ func writeBundle(t *testing.T, files map[string]string) string {
 func (c *cluster) auditAnnotations(t *testing.T, verb, resource, namespace, name string) map[string]string {
 	t.Helper()
 	var found map[string]string
-	err := waitFor(10*time.Second, func() error {
+	err := waitFor(func() error {
 		f, err := os.Open(c.auditLog)
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/admitfn/admitfn/internal/testbin"
 	"github.com/hashicorp/go-cty-funcs/filesystem"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
@@ -42,18 +43,13 @@ var (
 var admitfn string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "admitfn-tf-")
-	if err != nil {
+	var err error
+	if admitfn, err = testbin.Get("admitfn"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	admitfn = filepath.Join(dir, "admitfn")
-	if out, err := exec.Command("go", "build", "-o", admitfn, "../cmd/admitfn").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ../cmd/admitfn: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Cleanup()
 	os.Exit(code)
 }
 

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -21,7 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +27,7 @@ import (
 	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/slowpolicy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
+	"github.com/admitfn/admitfn/internal/testbin"
 )
 
 const examples = "../../policies/examples"
@@ -47,7 +46,7 @@ func start(t *testing.T, args []string, env map[string]string) (addr string, log
 	case addr = <-ready:
 	case err := <-done:
 		t.Fatalf("server exited: %v\n%s", err, logs)
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("server did not start")
 	}
 	t.Cleanup(func() {
@@ -57,7 +56,7 @@ func start(t *testing.T, args []string, env map[string]string) (addr string, log
 			if err != nil {
 				t.Errorf("shutdown: %v", err)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(patience):
 			t.Error("server did not shut down")
 		}
 	})
@@ -204,34 +203,19 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// patience bounds every wait for the server to start, stop or log: a
+// safety net for a loaded machine, not a measure of speed.
+const patience = 2 * time.Minute
 
-// serverBinary builds the server once for the package's tests.
+// serverBinary is the server as make builds it for the tests.
 func serverBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "admitfn-server-test-"); buildErr != nil {
-			return
-		}
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "server"), ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "server")
+	return testbin.Path(t, "server")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
@@ -249,11 +233,11 @@ func TestProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !strings.Contains(stderr.String(), `"message":"serving"`) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatalf("not serving after 30s:\n%s", stderr)
+			t.Fatalf("not serving after %v:\n%s", patience, stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -281,10 +265,10 @@ func TestDeadlineBoundsASlowReview(t *testing.T) {
 	// kube-apiserver's ?timeout= is the webhook's timeoutSeconds; the answer
 	// leaves before it with a 504 Status, after a tenth of it as margin.
 	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", slowpolicy.WriteDir(t)}, nil)
-	// The caller gives up at ?timeout=, as kube-apiserver does; 4s leaves the
-	// race detector's slower CEL inside the 400ms margin.
-	client := &http.Client{Timeout: 4 * time.Second}
-	start := time.Now()
+	// Left alone, the review runs for tens of seconds and is allowed: the
+	// 504 is the deadline's doing. (How much margin it keeps before the
+	// caller gives up is the handler's unit test.)
+	client := &http.Client{Timeout: patience}
 	resp, err := client.Post("http://"+addr+slowpolicy.Route+"?timeout=4s", "application/json", bytes.NewReader(slowpolicy.Review("slow-1")))
 	if err != nil {
 		t.Fatalf("no answer before the caller gave up: %v\n%s", err, logs)
@@ -295,7 +279,6 @@ func TestDeadlineBoundsASlowReview(t *testing.T) {
 	if resp.StatusCode != http.StatusGatewayTimeout || strings.TrimSpace(string(body)) != want {
 		t.Errorf("HTTP %d %s\nwant 504 %s", resp.StatusCode, body, want)
 	}
-	t.Logf("answered after %v", time.Since(start))
 	if !strings.Contains(logs.String(), `"status":504`) || !strings.Contains(logs.String(), "review timed out") {
 		t.Errorf("timeout not logged:\n%s", logs)
 	}
@@ -346,7 +329,7 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 		cmd.Wait()
 	}()
 	var addr string
-	for deadline := time.Now().Add(30 * time.Second); addr == ""; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); addr == ""; time.Sleep(50 * time.Millisecond) {
 		for _, line := range strings.Split(stderr.String(), "\n") {
 			var l struct{ Message, Addr string }
 			if json.Unmarshal([]byte(line), &l) == nil && l.Message == "serving" {
@@ -372,7 +355,7 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 		// audit log, as upstream's does: the answer is where it belongs.
 		t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !strings.Contains(stderr.String(), `"failed_policies":["audit-one","audit-two"]`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no review line naming both policies:\n%s", stderr)
@@ -412,7 +395,7 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 			t.Fatal(err)
 		}
 		var serving string
-		for deadline := time.Now().Add(30 * time.Second); serving == ""; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(patience); serving == ""; time.Sleep(20 * time.Millisecond) {
 			for _, line := range strings.Split(stderr.String(), "\n") {
 				if strings.Contains(line, `"message":"serving"`) {
 					serving = line

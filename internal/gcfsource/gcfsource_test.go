@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/syncbuf"
+	"github.com/admitfn/admitfn/internal/testbin"
 )
 
 // buildpackMain is what Cloud Functions' Go builder generates around a
@@ -81,7 +83,9 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	// The build needs nothing but the zip: vendored modules, no proxy, no
-	// workspace. (-trimpath only lets a rerun reuse the build cache.)
+	// workspace. Static and -trimpath as every binary the tests build
+	// (testbin.Flags), so the vendored packages reuse what is in the build
+	// cache: on a cold cache this alone would compile the dependency tree.
 	if err := os.MkdirAll(filepath.Join(srcDir, "zzbuildpack"), 0o755); err != nil {
 		return 0, err
 	}
@@ -90,16 +94,20 @@ func setup(m *testing.M) (int, error) {
 	}
 	fnBin = filepath.Join(tmp, "function")
 	runner = filepath.Join(tmp, "runner")
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.Timeout)
+	defer cancel()
 	for _, args := range [][]string{
-		{"build", "-trimpath", "./..."},
-		{"build", "-trimpath", "-o", fnBin, "./zzbuildpack"},
-		{"build", "-trimpath", "-o", runner, "./functions/gcp/cmd"},
+		{"build", "./..."},
+		{"build", "-o", fnBin, "./zzbuildpack"},
+		{"build", "-o", runner, "./functions/gcp/cmd"},
 	} {
-		cmd := exec.Command("go", args...)
+		args = append(args[:1], append(slices.Clone(testbin.Flags), args[1:]...)...)
+		fmt.Fprintf(os.Stderr, "gcfsource: go %s in the unpacked source, offline\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = srcDir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=vendor", "GOPROXY=off", "GOWORK=off")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=vendor", "GOPROXY=off", "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("offline go %s in the unpacked source: %v\n%s", strings.Join(args, " "), err, out)
+			return 0, fmt.Errorf("offline go %s in the unpacked source (within %v): %v\n%s", strings.Join(args, " "), testbin.Timeout, err, out)
 		}
 	}
 	return m.Run(), nil

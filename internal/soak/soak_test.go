@@ -2,47 +2,24 @@ package soak
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/internal/testbin"
 )
 
-var (
-	buildOnce           sync.Once
-	serverBin, buildErr = "", error(nil)
-)
-
-// buildServer builds the server once for the package's tests.
+// buildServer is the server as make builds it for the tests.
 func buildServer(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "admitfn-soak-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		serverBin = filepath.Join(dir, "server")
-		if out, err := exec.Command("go", "build", "-o", serverBin, "../../functions/server").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return serverBin
+	return testbin.Path(t, "server")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if serverBin != "" {
-		os.RemoveAll(filepath.Dir(serverBin))
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
@@ -141,12 +118,14 @@ func TestRequestsEndTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 3, Duration: 60 * time.Second, Requests: 250, Window: time.Second})
+	// The duration is a safety net: the count is what ends the run.
+	const duration = 5 * time.Minute
+	rep, err := Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 3, Duration: duration, Requests: 250, Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Requests != 250 || rep.Errors != 0 || rep.Elapsed >= 30*time.Second || rep.EndRSS <= 0 {
-		t.Errorf("report %+v, want 250 requests without errors, well before the minute, with the server's memory", rep)
+	if rep.Requests != 250 || rep.Errors != 0 || rep.Elapsed >= duration || rep.EndRSS <= 0 {
+		t.Errorf("report %+v, want 250 requests without errors, before the duration ran out, with the server's memory", rep)
 	}
 }
 
@@ -169,8 +148,8 @@ func TestCPUTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		spent = now - before
-		if time.Since(began) > 20*time.Second {
-			t.Fatalf("%v of CPU after 20s of spinning (%d)", spent, x)
+		if time.Since(began) > 2*time.Minute { // a safety net for a loaded machine
+			t.Fatalf("%v of CPU after two minutes of spinning (%d)", spent, x)
 		}
 	}
 	if limit := time.Since(began)*time.Duration(runtime.NumCPU()) + 20*time.Millisecond; spent > limit {

@@ -1,0 +1,29 @@
+// Command testbin builds every binary the tests run into one directory, so
+// `make test` builds each once; the tests find them through ADMITFN_TEST_BIN.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/admitfn/admitfn/internal/testbin"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: testbin DIR")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.Timeout)
+	defer cancel()
+	for _, name := range testbin.Names() {
+		start := time.Now()
+		if err := testbin.Build(ctx, name, os.Args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("testbin: %s built in %s\n", name, time.Since(start).Round(time.Second))
+	}
+}
