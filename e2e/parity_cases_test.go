@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -410,7 +409,7 @@ spec:
 	if _, err := ri.Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	err := waitFor(60*time.Second, func() error {
+	err := waitFor(func() error {
 		_, err := newParityRunner(t).mapper.RESTMapping(schema.GroupKind{Group: "rules.admitfn.io", Kind: "Limit"}, "v1")
 		return err
 	})

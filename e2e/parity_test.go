@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -212,7 +211,7 @@ func (r *parityRunner) warmParams(firstRequest, ns string, paramsMayBeMissing bo
 	u := r.decode(firstRequest, ns)[0]
 	u.SetNamespace(ns)
 	ri, _ := r.resource(u)
-	waitFor(15*time.Second, func() error {
+	waitFor(func() error {
 		_, err := ri.Create(context.Background(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case err == nil:
@@ -263,7 +262,7 @@ func auditOffset() int64 {
 // name) written after offset.
 func (r *parityRunner) auditAfter(offset int64, verb, resource, ns, name string) map[string]string {
 	var found map[string]string
-	waitFor(5*time.Second, func() error {
+	waitFor(func() error {
 		f, err := os.Open(kube.auditLog)
 		if err != nil {
 			return err

@@ -342,7 +342,7 @@ spec:
 	labels := map[string]string{"e2e": "hang"}
 	var got outcome
 	// The configuration takes a moment to reach the apiserver's cache.
-	waitFor(30e9, func() error {
+	waitFor(func() error {
 		_, err := cs.CoreV1().ConfigMaps("e2e-hang").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hang-cm", Labels: labels}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		got = result(err, w)
 		if got.allowed {
@@ -367,7 +367,7 @@ func TestRouteUnknownToTheBundle(t *testing.T) {
 	namespace(t, "e2e-drift", map[string]string{"drift": "yes"})
 	cs, w := kube.client(t)
 	var got outcome
-	waitFor(30e9, func() error {
+	waitFor(func() error {
 		_, err := cs.AppsV1().Deployments("e2e-drift").Create(context.Background(), deploymentObj("d", 1, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		got = result(err, w)
 		if got.allowed {

@@ -66,7 +66,7 @@ func sentinelDenied(cs *kubernetes.Clientset, name string) (bool, error) {
 // waitSentinel waits until the sentinel is denied (active) or admitted.
 func waitSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bool) {
 	t.Helper()
-	err := waitFor(30*time.Second, func() error {
+	err := waitFor(func() error {
 		denied, err := sentinelDenied(cs, name)
 		if err != nil && active {
 			return err
@@ -198,7 +198,7 @@ spec: {policyName: %[1]s.msentinel.admitfn.io}
 // no longer labels its ServiceAccount.
 func waitMutatingSentinel(t *testing.T, cs *kubernetes.Clientset, name string, active bool) {
 	t.Helper()
-	err := waitFor(30*time.Second, func() error {
+	err := waitFor(func() error {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name + "-m"}}
 		got, err := cs.CoreV1().ServiceAccounts("default").Create(context.Background(), sa, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -263,12 +263,12 @@ func expect(t *testing.T, what string, got, want outcome) {
 // expectSoon is expect for the first request after a namespace's labels
 // change: kube-apiserver matches webhooks' namespaceSelectors against its
 // own namespace cache, which learns of the change a moment later, so the
-// request is repeated (every 100ms, for up to 10s) until the answer is the
+// request is repeated (every 100ms, for up to patience) until the answer is the
 // one wanted, and the last answer is what a failure reports.
 func expectSoon(t *testing.T, what string, do func() outcome, want outcome) {
 	t.Helper()
 	got := do()
-	for deadline := time.Now().Add(10 * time.Second); !reflect.DeepEqual(got, want) && time.Now().Before(deadline); got = do() {
+	for deadline := time.Now().Add(patience); !reflect.DeepEqual(got, want) && time.Now().Before(deadline); got = do() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	expect(t, what, got, want)

@@ -42,8 +42,8 @@ func FuzzInvoke(f *testing.F) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no answer after 5s")
+		case <-time.After(time.Minute): // a hang, not a slow answer
+			t.Fatalf("no answer after a minute")
 		}
 		if err != nil {
 			var ee *EventError

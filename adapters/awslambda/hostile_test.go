@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/admitfn/admitfn/internal/lambdatest"
 )
@@ -132,7 +131,7 @@ func TestHostileEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			out, err := invoke(t, examplesHandler(t, &logs), "req-hostile", 10*time.Second, payload)
+			out, err := invoke(t, examplesHandler(t, &logs), "req-hostile", functionTimeout, payload)
 			if strings.Contains(logs.String(), big[:1024]) {
 				t.Errorf("a header value was logged")
 			}

@@ -53,7 +53,8 @@ func TestThroughTheFramework(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resp *http.Response
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// Until the framework listens; two minutes is a safety net.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		req, _ := http.NewRequest("POST", "http://127.0.0.1:"+port+"/validate?timeout=10s", bytes.NewReader(request))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Cloud-Trace-Context", "0123456789abcdef0123456789abcdef/42;o=1")

@@ -120,7 +120,6 @@ func TestTransportErrors(t *testing.T) {
 		{"internal error", exchange{method: "POST", path: "/validate/broken", contentType: "application/json", body: secretReview(review.V1)}, 500, "InternalError", "internal error reviewing request uid-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
 			rec := serve(t, h, tc.x)
 			if rec.Code != tc.wantCode {
 				t.Fatalf("HTTP %d, want %d: %s", rec.Code, tc.wantCode, rec.Body)
@@ -128,9 +127,6 @@ func TestTransportErrors(t *testing.T) {
 			_, reason, message := statusBody(t, rec)
 			if reason != tc.wantReason || message != tc.wantMessage {
 				t.Errorf("status %s %q, want %s %q", reason, message, tc.wantReason, tc.wantMessage)
-			}
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
-				t.Errorf("took %v", elapsed)
 			}
 		})
 	}
@@ -178,34 +174,36 @@ func TestPanicLogIsStructuredAndKeepsServing(t *testing.T) {
 }
 
 func TestTimeoutBecomesADeadlineWithMargin(t *testing.T) {
-	var got time.Duration
+	// The handler reads the clock once between before and after: the
+	// deadline it sets lies between before and after plus the time it keeps.
+	var got time.Time
 	h := New(fakeEngine{review: func(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
 		d, ok := ctx.Deadline()
 		if !ok {
 			return nil, errors.New("no deadline")
 		}
-		got = time.Until(d)
+		got = d
 		return allowAll(ctx, route, req)
 	}}, zerolog.Nop())
-	rec := serve(t, h, exchange{method: "POST", path: "/validate?timeout=10s", contentType: "application/json; charset=utf-8", body: secretReview(review.V1)})
-	if rec.Code != 200 {
-		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
-	}
-	if got > 9*time.Second || got < 8*time.Second {
-		t.Errorf("deadline in %v, want just under 9s (10s less a tenth)", got)
-	}
-	serve(t, h, exchange{method: "POST", path: "/validate?timeout=5m", contentType: "application/json", body: secretReview(review.V1)})
-	if got > 27*time.Second || got < 26*time.Second {
-		t.Errorf("deadline in %v, want the 30s maximum less a tenth", got)
-	}
-	// timeoutSeconds: 1, the least a webhook may have: the margin is 250ms.
-	serve(t, h, exchange{method: "POST", path: "/validate?timeout=1s", contentType: "application/json", body: secretReview(review.V1)})
-	if got > 750*time.Millisecond || got < 700*time.Millisecond {
-		t.Errorf("deadline in %v, want just under 750ms (1s less 250ms)", got)
-	}
-	serve(t, h, exchange{method: "POST", path: "/validate?timeout=100ms", contentType: "application/json", body: secretReview(review.V1)})
-	if got > 50*time.Millisecond || got < 20*time.Millisecond {
-		t.Errorf("deadline in %v, want just under 50ms (at most half is margin)", got)
+	for _, tc := range []struct {
+		timeout string
+		keep    time.Duration
+		why     string
+	}{
+		{"10s", 9 * time.Second, "10s less a tenth"},
+		{"5m", 27 * time.Second, "the 30s maximum less a tenth"},
+		{"1s", 750 * time.Millisecond, "timeoutSeconds: 1, the least a webhook may have, less the 250ms margin"},
+		{"100ms", 50 * time.Millisecond, "at most half is margin"},
+	} {
+		before := time.Now()
+		rec := serve(t, h, exchange{method: "POST", path: "/validate?timeout=" + tc.timeout, contentType: "application/json; charset=utf-8", body: secretReview(review.V1)})
+		after := time.Now()
+		if rec.Code != 200 {
+			t.Fatalf("timeout %s: HTTP %d: %s", tc.timeout, rec.Code, rec.Body)
+		}
+		if got.Before(before.Add(tc.keep)) || got.After(after.Add(tc.keep)) {
+			t.Errorf("timeout %s: deadline %v after the request, want %v (%s)", tc.timeout, got.Sub(before), tc.keep, tc.why)
+		}
 	}
 }
 

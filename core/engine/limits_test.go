@@ -27,7 +27,10 @@ func wideConfigMap(name string, n int) map[string]any {
 	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"}, "data": data}
 }
 
-const runawayExpr = "object.data.all(a, object.data.all(b, object.data.all(c, a + b + c != '')))"
+// runawayExpr holds for a narrow ConfigMap; left to run to its end on a wide
+// one, it is false, so a wide ConfigMap is allowed under failurePolicy
+// Ignore only when something stopped the expression.
+const runawayExpr = "object.data.all(a, object.data.all(b, object.data.all(c, a + b + c != ''))) && object.data.size() < 100"
 
 // configMapPolicies is n policies, each with a Deny binding, over ConfigMap
 // creates, each with the given validations and failurePolicy.
@@ -57,9 +60,10 @@ spec: {policyName: runaway-%[1]d, validationActions: [Deny]}
 }
 
 func TestRunawayExpressionStopsAtTheCostLimit(t *testing.T) {
-	// 150³ iterations: far over the per-expression limit (1,000,000), which
-	// stops it after about a tenth of a second of work, long before any
-	// webhook timeout (10s by default, at most 30s).
+	// 150³ iterations: far over the per-expression limit (1,000,000). The
+	// review has no deadline: what stops the expression is the cost limit,
+	// whose error the answer carries (Fail) or ignores (Ignore, allowed where
+	// the finished expression would deny).
 	for _, tc := range []struct {
 		failurePolicy string
 		want          want
@@ -69,14 +73,10 @@ func TestRunawayExpressionStopsAtTheCostLimit(t *testing.T) {
 	} {
 		t.Run(tc.failurePolicy, func(t *testing.T) {
 			e := mustEngine(t, configMapPolicies(1, tc.failurePolicy, runawayExpr))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			start := time.Now()
-			res, err := e.Review(ctx, groupOf(t, e, "runaway-0"), configMapRequest(t, "CREATE", wideConfigMap("wide", 150)))
+			res, err := e.Review(context.Background(), groupOf(t, e, "runaway-0"), configMapRequest(t, "CREATE", wideConfigMap("wide", 150)))
 			if err != nil {
-				t.Fatalf("review did not finish inside the webhook timeout: %v", err)
+				t.Fatal(err)
 			}
-			t.Logf("stopped by the cost limit after %v", time.Since(start))
 			check(t, res, tc.want)
 		})
 	}
@@ -104,10 +104,18 @@ func TestReviewStopsAtItsDeadline(t *testing.T) {
 		t.Run(fp, func(t *testing.T) {
 			e := mustEngine(t, configMapPolicies(30, fp, validations...))
 			req := configMapRequest(t, "CREATE", wideConfigMap("wide", 300))
+			// One of the review's 450 expressions, timed here: the safety net
+			// below is a hundred of them, so a loaded machine stretches both.
+			one := mustEngine(t, configMapPolicies(1, fp, expr))
+			start := time.Now()
+			if _, err := one.Review(context.Background(), groupOf(t, one, "runaway-0"), req); err != nil {
+				t.Fatal(err)
+			}
+			slack := 100 * time.Since(start)
 			const budget = 300 * time.Millisecond
 			ctx, cancel := context.WithTimeout(context.Background(), budget)
 			defer cancel()
-			start := time.Now()
+			start = time.Now()
 			res, err := e.Review(ctx, groupOf(t, e, "runaway-0"), req)
 			elapsed := time.Since(start)
 			if !errors.Is(err, context.DeadlineExceeded) || res != nil {
@@ -116,13 +124,10 @@ func TestReviewStopsAtItsDeadline(t *testing.T) {
 			if want := "review did not finish in time: context deadline exceeded"; err.Error() != want {
 				t.Errorf("error %q, want %q", err, want)
 			}
-			// The bound is loose (the race detector slows CEL several
-			// times); without interruption this review takes tens of
-			// seconds.
-			if elapsed > budget+2*time.Second {
-				t.Errorf("review returned %v after its deadline", elapsed-budget)
+			// Without interruption the review would take 450 expressions.
+			if elapsed > budget+slack {
+				t.Errorf("review returned %v after its deadline, more than a hundred expressions' %v", elapsed-budget, slack)
 			}
-			t.Logf("returned %v after a %v deadline", elapsed, budget)
 		})
 	}
 }
@@ -156,15 +161,15 @@ spec: {policyName: slow-%[1]d}
 	}
 	e := mustEngine(t, policy.Source{Name: "slow.yaml", Data: []byte(b.String())})
 	req := configMapRequest(t, "CREATE", wideConfigMap("wide", 400))
-	// One policy's mutation, undisturbed: what the expression running at the
-	// deadline may still take (much more under the race detector). Without
-	// the deadline the review would take thirty of these.
+	// One policy's mutation, undisturbed, timed here. Without the deadline
+	// the review would take thirty of these; the safety net is ten, so a
+	// loaded machine stretches both.
 	single := mustEngine(t, policy.Source{Name: "one.yaml", Data: []byte(one.String())})
 	start := time.Now()
 	if _, err := single.Review(context.Background(), mutateRoute(t, single, "slow-0"), req); err != nil {
 		t.Fatal(err)
 	}
-	slack := 2 * time.Since(start)
+	slack := 10 * time.Since(start)
 	const budget = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -175,6 +180,6 @@ spec: {policyName: slow-%[1]d}
 		t.Fatalf("mutation past its deadline: result %+v, error %v; want context.DeadlineExceeded", res, err)
 	}
 	if elapsed > budget+slack {
-		t.Errorf("mutation returned %v after its deadline, more than twice one policy's %v", elapsed-budget, slack/2)
+		t.Errorf("mutation returned %v after its deadline, more than ten policies' %v", elapsed-budget, slack)
 	}
 }

@@ -63,7 +63,7 @@ func TestBundleFromS3ColdStartWithStoreDown(t *testing.T) {
 		t.Errorf("after the store came back:\n got: %v\nwant: %v\nlogs:\n%s", got, want, fn.stdout)
 	}
 	// The log reaches the test through a pipe, after the answer.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(fn.stdout.String(), `"message":"policy bundle loaded"`); {
+	for deadline := time.Now().Add(patience); !strings.Contains(fn.stdout.String(), `"message":"policy bundle loaded"`); {
 		if time.Now().After(deadline) {
 			t.Fatalf("no load logged:\n%s", fn.stdout)
 		}

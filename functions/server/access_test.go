@@ -121,7 +121,7 @@ func TestClientCertificates(t *testing.T) {
 			}
 			cfg.Certificates = []tls.Certificate{pair}
 		}
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: patience}
 	}
 	url := "https://" + addr + "/validate?timeout=10s"
 	if code, err := post(t, client(clientCA, clientCAKey), url, review(t)); err != nil || code != 200 {
@@ -190,11 +190,12 @@ func TestSlowAndOversizedClients(t *testing.T) {
 	if code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t)); err != nil || code != 200 {
 		t.Errorf("another client while one dribbles: %d %v", code, err)
 	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	start := time.Now()
+	// The server closes the connection (ReadAll ends without error); the
+	// read deadline is only the safety net.
+	conn.SetReadDeadline(time.Now().Add(patience))
 	rest, err := io.ReadAll(conn)
-	if err != nil || time.Since(start) > 5*time.Second {
-		t.Errorf("slow client: connection not dropped (%v after %s)", err, time.Since(start))
+	if err != nil {
+		t.Errorf("slow client: connection not dropped: %v", err)
 	}
 	if len(rest) > 0 && !strings.HasPrefix(string(rest), "HTTP/1.1 408 ") {
 		t.Errorf("slow client got %q", rest)

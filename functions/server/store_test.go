@@ -54,15 +54,15 @@ func TestBundleFromObjectStores(t *testing.T) {
 			}
 			second := storetest.PublishDir(t, bucket, "../../policies/library/disallow-latest-tag").Bundle
 			// Interval 1s plus up to 0.2s of jitter: the background check
-			// has had several chances within 10s.
-			deadline := time.Now().Add(10 * time.Second)
+			// comes round again and again until it is seen.
+			deadline := time.Now().Add(patience)
 			for {
 				_, body = readyz(t, addr)
 				if strings.HasPrefix(body, "ok: bundle "+second+" from "+loc) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("bundle %s not served after 10s: %q\n%s", second, body, logs)
+					t.Fatalf("bundle %s not served after %v: %q\n%s", second, patience, body, logs)
 				}
 				time.Sleep(100 * time.Millisecond)
 			}

@@ -60,7 +60,7 @@ func (g *GCS) Client(t testing.TB, host string) *storage.Client {
 // CreateBucket makes a bucket, versioned or not.
 func (g *GCS) CreateBucket(t testing.TB, name string, versioned bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net
 	defer cancel()
 	err := g.Client(t, g.Host).Bucket(name).Create(ctx, "test-project", &storage.BucketAttrs{VersioningEnabled: versioned})
 	if err != nil {
@@ -71,7 +71,7 @@ func (g *GCS) CreateBucket(t testing.TB, name string, versioned bool) {
 // Delete removes an object (its live generation).
 func (g *GCS) Delete(t testing.TB, bucket, key string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net
 	defer cancel()
 	if err := g.Client(t, g.Host).Bucket(bucket).Object(key).Delete(ctx); err != nil {
 		t.Fatalf("delete %s/%s: %v", bucket, key, err)

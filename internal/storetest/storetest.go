@@ -89,7 +89,8 @@ func (p *process) start() {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	p.cmd, p.out = cmd, out
-	deadline := time.Now().Add(30 * time.Second)
+	const patience = 2 * time.Minute // a safety net for a loaded machine
+	deadline := time.Now().Add(patience)
 	for !p.ready() {
 		select {
 		case <-exited:
@@ -98,7 +99,7 @@ func (p *process) start() {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			p.t.Fatalf("%s did not answer on %s within 30s:\n%s", p.name, p.addr, out)
+			p.t.Fatalf("%s did not answer on %s within %v:\n%s", p.name, p.addr, patience, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
