@@ -43,7 +43,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin lint fmt build lambda gcf run-gcf bench clean
+.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
@@ -52,6 +52,10 @@ test: lint tf-check test-bin unit fuzz-short policy-test e2e ## everything CI ru
 
 unit: store-deps test-bin ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
 	$(STORE_ENV) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
+
+LOAD_PKG ?= ./core/validate
+test-under-load: ## make test while go test -race of LOAD_PKG loops alongside, as on a shared CI machine
+	GO=$(GO) LOAD_PKG=$(LOAD_PKG) hack/underload/underload.sh $(MAKE) test
 
 test-bin: ## the binaries the tests run, into $(TEST_BIN)
 	@echo "test-bin: building server, CLI, Cloud Functions runner and Lambda bootstrap into $(TEST_BIN) (a cold build cache: several minutes on 2 CPUs)"

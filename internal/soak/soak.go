@@ -386,9 +386,9 @@ func start(ctx context.Context, bin, policies string) (*server, error) {
 		return s, nil
 	case err := <-s.exited:
 		return nil, fmt.Errorf("soak: server exited before serving: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // a safety net for a loaded machine
 		cmd.Process.Kill()
-		return nil, errors.New("soak: server not serving after 30s")
+		return nil, errors.New("soak: server not serving after two minutes")
 	}
 }
 
