@@ -442,9 +442,8 @@ spec:
 
 func TestSlowReviewAnswersBeforeTheApiserverGivesUp(t *testing.T) {
 	// A review that would run for about 10s on a webhook with
-	// timeoutSeconds: 4 (the race detector slows CEL; 4s keeps its
-	// overrun inside the 400ms margin). The function stops at its deadline (?timeout= less
-	// its margin) and answers a 504 Status, which kube-apiserver reports
+	// timeoutSeconds: 4. The function stops at its deadline (?timeout= less
+	// its 400ms margin) and answers a 504 Status, which kube-apiserver reports
 	// under the webhook's failurePolicy (Fail): its own timeout, "context
 	// deadline exceeded", never fires.
 	deployAdmitfn(t, map[string]string{"slow.yaml": slowpolicy.Bundle()}, "-timeout", "4")

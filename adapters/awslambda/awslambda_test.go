@@ -278,7 +278,8 @@ func TestDeadlineLeavesTimeToAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The adapter reads the clock once between before and after; the
-	// margin it keeps is worked out from the time left then.
+	// margin it keeps is worked out from the time left then, and is never
+	// more than deadlineMargin.
 	for _, tc := range []struct {
 		lambdaTimeout time.Duration
 		margin        func(left time.Duration) time.Duration
@@ -295,8 +296,8 @@ func TestDeadlineLeavesTimeToAnswer(t *testing.T) {
 		}
 		after := time.Now()
 		got := <-seen
-		earliest := lambdaDeadline.Add(-tc.margin(lambdaDeadline.Sub(before)))
-		latest := lambdaDeadline.Add(-min(tc.margin(lambdaDeadline.Sub(after)), deadlineMargin))
+		margin := func(at time.Time) time.Duration { return min(tc.margin(lambdaDeadline.Sub(at)), deadlineMargin) }
+		earliest, latest := lambdaDeadline.Add(-margin(before)), lambdaDeadline.Add(-margin(after))
 		if got.Before(earliest) || got.After(latest) {
 			t.Errorf("Lambda timeout %v: the review's deadline is %v before Lambda's, want %v", tc.lambdaTimeout, lambdaDeadline.Sub(got), lambdaDeadline.Sub(earliest))
 		}

@@ -16,11 +16,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: testbin DIR")
 		os.Exit(2)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testbin.Timeout)
-	defer cancel()
 	for _, name := range testbin.Names() {
 		start := time.Now()
-		if err := testbin.Build(ctx, name, os.Args[1]); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), testbin.Timeout)
+		err := testbin.Build(ctx, name, os.Args[1])
+		cancel()
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
