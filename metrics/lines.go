@@ -24,6 +24,7 @@ type Lines struct {
 
 	mu         sync.Mutex
 	loadErrors int64 // reported so far
+	refused    int64 // reported so far
 	rejected   int64 // not yet reported
 }
 
@@ -70,10 +71,10 @@ func (l *Lines) Review(ctx context.Context, r Review) {
 	}
 	measures := []emfMeasure{{ReviewsTotal, "Count"}, {ReviewDurationMS, "Milliseconds"}}
 	if l.bundle != nil {
-		age, errs := l.bundle()
-		e = e.Float64(BundleAgeSeconds, age.Seconds()).Int64(BundleLoadErrorsTotal, errs-l.loadErrors)
-		l.loadErrors = errs
-		measures = append(measures, emfMeasure{BundleAgeSeconds, "Seconds"}, emfMeasure{BundleLoadErrorsTotal, "Count"})
+		b := l.bundle()
+		e = e.Float64(BundleAgeSeconds, b.Age.Seconds()).Int64(BundleLoadErrorsTotal, b.LoadErrors-l.loadErrors).Int64(BundleRefusedTotal, b.Refused-l.refused)
+		l.loadErrors, l.refused = b.LoadErrors, b.Refused
+		measures = append(measures, emfMeasure{BundleAgeSeconds, "Seconds"}, emfMeasure{BundleLoadErrorsTotal, "Count"}, emfMeasure{BundleRefusedTotal, "Count"})
 	}
 	e = e.Int64(RejectedTotal, l.rejected)
 	l.rejected = 0

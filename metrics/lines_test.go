@@ -14,14 +14,14 @@ import (
 
 func TestEMFLines(t *testing.T) {
 	var buf bytes.Buffer
-	loadErrors := int64(0)
-	l := NewEMF(zerolog.New(&buf), func() (time.Duration, int64) { return 90 * time.Second, loadErrors })
+	loadErrors, refused := int64(0), int64(0)
+	l := NewEMF(zerolog.New(&buf), func() Bundle { return Bundle{Age: 90 * time.Second, LoadErrors: loadErrors, Refused: refused} })
 	l.now = func() time.Time { return time.UnixMilli(1795339377987) }
 	l.Rejected(context.Background())
 	l.Rejected(context.Background())
-	loadErrors = 3
+	loadErrors, refused = 3, 1
 	l.Review(context.Background(), Review{Route: "/validate/abc", Decision: Denied, Status: 200, Latency: 1500 * time.Microsecond, Bundle: "b1", FailedPolicies: []string{"p1"}})
-	loadErrors = 4
+	loadErrors, refused = 4, 2
 	// The request's logger, from the context, carries its fields.
 	ctx := zerolog.New(&buf).With().Str("requestId", "r2").Logger().WithContext(context.Background())
 	l.Review(ctx, Review{Route: UnknownRoute, Decision: Error, Status: 404, Latency: time.Millisecond, Bundle: "b1"})
@@ -36,7 +36,7 @@ func TestEMFLines(t *testing.T) {
 	want := map[string]any{
 		"level": "info", "message": "admitfn metrics", "route": "/validate/abc", "decision": "denied", "status": float64(200), "bundle": "b1",
 		"failed_policies": []any{"p1"}, "admitfn_reviews_total": float64(1), "admitfn_review_duration_ms": 1.5,
-		"admitfn_bundle_age_seconds": float64(90), "admitfn_bundle_load_errors_total": float64(3), "admitfn_rejected_requests_total": float64(2),
+		"admitfn_bundle_age_seconds": float64(90), "admitfn_bundle_load_errors_total": float64(3), "admitfn_bundle_refused_total": float64(1), "admitfn_rejected_requests_total": float64(2),
 		"_aws": map[string]any{"Timestamp": float64(1795339377987), "CloudWatchMetrics": []any{map[string]any{
 			"Namespace": "admitfn", "Dimensions": []any{[]any{"route", "decision"}},
 			"Metrics": []any{
@@ -44,6 +44,7 @@ func TestEMFLines(t *testing.T) {
 				map[string]any{"Name": "admitfn_review_duration_ms", "Unit": "Milliseconds"},
 				map[string]any{"Name": "admitfn_bundle_age_seconds", "Unit": "Seconds"},
 				map[string]any{"Name": "admitfn_bundle_load_errors_total", "Unit": "Count"},
+				map[string]any{"Name": "admitfn_bundle_refused_total", "Unit": "Count"},
 				map[string]any{"Name": "admitfn_rejected_requests_total", "Unit": "Count"},
 			}}}},
 	}
@@ -51,7 +52,7 @@ func TestEMFLines(t *testing.T) {
 		t.Errorf("first line\n got %v\nwant %v", first, want)
 	}
 	// Counters are increments since the previous line.
-	if second["admitfn_bundle_load_errors_total"] != float64(1) || second["admitfn_rejected_requests_total"] != float64(0) || second["requestId"] != "r2" || second["route"] != "unknown" {
+	if second["admitfn_bundle_load_errors_total"] != float64(1) || second["admitfn_bundle_refused_total"] != float64(1) || second["admitfn_rejected_requests_total"] != float64(0) || second["requestId"] != "r2" || second["route"] != "unknown" {
 		t.Errorf("second line: %v", second)
 	}
 }

@@ -15,6 +15,7 @@ const (
 	ReviewDurationMS      = "admitfn_review_duration_ms"
 	BundleAgeSeconds      = "admitfn_bundle_age_seconds"
 	BundleLoadErrorsTotal = "admitfn_bundle_load_errors_total"
+	BundleRefusedTotal    = "admitfn_bundle_refused_total"
 	RejectedTotal         = "admitfn_rejected_requests_total"
 )
 
@@ -52,9 +53,18 @@ type Recorder interface {
 	Rejected(ctx context.Context)
 }
 
-// BundleStatus reports the served bundle's age and the bundle checks that
-// have failed since start.
-type BundleStatus func() (age time.Duration, loadErrors int64)
+// Bundle is what the metrics say of the served bundle.
+type Bundle struct {
+	Age time.Duration
+	// LoadErrors counts the bundle checks that failed since start; Refused,
+	// those among them that refused a manifest (a bad signature, another
+	// location, expired, a rollback): what a bucket writer without the
+	// signing key can cause, and worth an alert of its own.
+	LoadErrors, Refused int64
+}
+
+// BundleStatus reports the served bundle's state.
+type BundleStatus func() Bundle
 
 // Nop records nothing.
 type Nop struct{}

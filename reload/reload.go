@@ -88,6 +88,7 @@ type Reloader struct {
 	next      time.Time     // no check before this
 	failures  int           // consecutive failed checks
 	total     int64         // failed checks since start
+	refused   int64         // of those, manifests refused (snapshot.Refused)
 	lastErr   error
 	lastErrAt time.Time
 	lastCheck time.Time
@@ -123,6 +124,11 @@ func New(cfg Config) *Reloader {
 			}
 			return rand.N(max)
 		}
+	}
+	if cfg.Fetcher.Now == nil {
+		f := *cfg.Fetcher
+		f.Now = cfg.Now
+		cfg.Fetcher = &f
 	}
 	r := &Reloader{cfg: cfg, location: cfg.Fetcher.Bucket.Location()}
 	if cfg.Fallback != nil {
@@ -276,6 +282,9 @@ func (r *Reloader) check(ctx context.Context) {
 		token = prev.snap.Token
 	}
 	snap, err := r.cfg.Fetcher.Fetch(ctx, token)
+	if err == nil && prev != nil {
+		err = snapshot.Newer(prev.snap, snap)
+	}
 	var eng *engine.Engine
 	if err == nil {
 		eng, err = r.compile(snap)
@@ -333,12 +342,19 @@ func (r *Reloader) compile(snap *snapshot.Snapshot) (*engine.Engine, error) {
 func (r *Reloader) failLocked(err error, now time.Time) {
 	r.failures++
 	r.total++
+	what := "check failed"
+	if snapshot.Refused(err) {
+		// Whoever can write to the bucket can cause this; it is logged
+		// like any failure, but said plainly and counted apart.
+		r.refused++
+		what = "refused"
+	}
 	if r.lastErr == nil || r.lastErr.Error() != err.Error() {
 		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures)
-		msg := "policy bundle check failed; no bundle serves yet"
+		msg := "policy bundle " + what + "; no bundle serves yet"
 		if c := r.cur.Load(); c != nil {
 			e = e.Str("serving_bundle", c.engine.BundleID())
-			msg = "policy bundle check failed; serving the last good bundle"
+			msg = "policy bundle " + what + "; serving the last good bundle"
 		}
 		e.Msg(msg)
 	}
@@ -376,8 +392,12 @@ type Status struct {
 	LastCheck time.Time
 	LastError error
 	Failures  int
-	// LoadErrors counts every failed check since start.
+	// Expires is when the serving manifest expires (zero: never).
+	Expires time.Time
+	// LoadErrors counts every failed check since start; Refused, those
+	// that refused a manifest (snapshot.Refused).
 	LoadErrors int64
+	Refused    int64
 }
 
 // Status reports what serves and how the last checks went.
@@ -385,13 +405,13 @@ func (r *Reloader) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.cfg.Now()
-	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Failures: r.failures, LoadErrors: r.total}
+	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Failures: r.failures, LoadErrors: r.total, Refused: r.refused}
 	if c := r.cur.Load(); c != nil {
 		s.Ready, s.BundleID = true, c.engine.BundleID()
 		s.Fallback = c.snap == nil
 		since := c.loadedAt
 		if c.snap != nil && c.snap.Manifested {
-			s.Created = c.snap.Created
+			s.Created, s.Expires = c.snap.Created, c.snap.Expires
 			since = c.snap.Created
 		}
 		s.Age = now.Sub(since).Truncate(time.Second)
@@ -410,6 +430,10 @@ func (r *Reloader) Ready() (bool, string) {
 		fmt.Fprintf(&b, "ok: serving fallback bundle %s from %s; %s not loaded", s.BundleID, r.cfg.FallbackSource, s.Location)
 	default:
 		fmt.Fprintf(&b, "ok: bundle %s from %s, age %s", s.BundleID, s.Location, s.Age)
+	}
+	if !s.Expires.IsZero() && !r.cfg.Now().Before(s.Expires) {
+		// It keeps serving: refusing it would leave no bundle at all.
+		fmt.Fprintf(&b, "\nthe bundle's manifest expired at %s: publish or re-sign it (admitfn push -resign)", s.Expires.UTC().Format(time.RFC3339))
 	}
 	if s.LastError != nil {
 		fmt.Fprintf(&b, "\nlast check failed (%d in a row, at %s): %v", s.Failures, s.LastCheck.UTC().Format(time.RFC3339), s.LastError)

@@ -101,8 +101,10 @@ type backend struct {
 		Stop()
 		Start()
 	}
-	direct    store.Bucket
-	proxied   store.Bucket
+	direct  store.Bucket
+	proxied store.Bucket
+	// at is a direct bucket at another prefix of the same bucket.
+	at        func(prefix string) store.Bucket
 	proxy     *storetest.Proxy
 	delete    func(key string)
 	versioned bool
@@ -122,7 +124,10 @@ var backends = []struct {
 		return &backend{name: "s3", server: s, proxy: p, versioned: true,
 			direct:  s3store.New(s.Client(s.Endpoint), loc),
 			proxied: s3store.New(s.Client(p.URL), loc),
-			delete:  func(key string) { s.Delete(t, "policies", loc.Key(key)) },
+			at: func(prefix string) store.Bucket {
+				return s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: prefix})
+			},
+			delete: func(key string) { s.Delete(t, "policies", loc.Key(key)) },
 		}
 	}},
 	{"gcs", func(t *testing.T) *backend {
@@ -133,7 +138,10 @@ var backends = []struct {
 		return &backend{name: "gcs", server: g, proxy: p,
 			direct:  gcsstore.New(g.Client(t, g.Host), loc),
 			proxied: gcsstore.New(g.Client(t, p.Host), loc),
-			delete:  func(key string) { g.Delete(t, "policies", loc.Key(key)) },
+			at: func(prefix string) store.Bucket {
+				return gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: prefix})
+			},
+			delete: func(key string) { g.Delete(t, "policies", loc.Key(key)) },
 		}
 	}},
 }
@@ -170,7 +178,7 @@ func newFixture(t *testing.T, b *backend, tweak func(*reload.Config)) *fixture {
 
 func (f *fixture) publish(sources []policy.Source, key ed25519.PrivateKey) {
 	f.t.Helper()
-	if _, err := snapshot.Publish(context.Background(), f.b.direct, sources, snapshot.PublishOptions{SignKey: key}); err != nil {
+	if _, err := snapshot.Publish(context.Background(), f.b.direct, sources, snapshot.PublishOptions{SignKey: key, Now: f.clock.Now()}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -208,9 +216,14 @@ func (f *fixture) load() {
 	}
 }
 
-// failures counts the log lines of failed checks.
+// failures counts the log lines of failed checks, refusals included.
 func (f *fixture) failures() int {
-	return strings.Count(f.logs.String(), `"message":"policy bundle check failed`)
+	return strings.Count(f.logs.String(), `"message":"policy bundle check failed`) + f.refusals()
+}
+
+// refusals counts the log lines of refused manifests.
+func (f *fixture) refusals() int {
+	return strings.Count(f.logs.String(), `"message":"policy bundle refused`)
 }
 
 func (f *fixture) lastError() error { return f.r.Status().LastError }
@@ -500,6 +513,131 @@ func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 		f.served("A")
 		if s := f.r.Status(); s.Fallback || s.BundleID != policy.ID(bundle("A")) {
 			t.Errorf("status %+v", s)
+		}
+	})
+}
+
+// renamed moves a bundle's files under dir, so that two bundles live side
+// by side in one prefix and an old manifest's objects stay readable on
+// every store, versioned or not: the worst case for a rollback.
+func renamed(sources []policy.Source, dir string) []policy.Source {
+	out := make([]policy.Source, len(sources))
+	for i, s := range sources {
+		out[i] = policy.Source{Name: dir + "/" + s.Name, Data: s.Data}
+	}
+	return out
+}
+
+func (f *fixture) manifest() []byte {
+	f.t.Helper()
+	raw, _, err := f.b.direct.Get(context.Background(), snapshot.ManifestKey, "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return raw
+}
+
+func (f *fixture) putManifest(raw []byte) {
+	f.t.Helper()
+	if _, err := f.b.direct.Put(context.Background(), snapshot.ManifestKey, raw, "application/json"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Whoever can write to the bucket but holds no signing key puts back an
+// older, validly signed manifest whose objects are still there: the
+// function keeps the newer bundle, says so at error level, and counts it.
+func TestRollbackRefused(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
+		f.publish(renamed(bundle("A"), "a"), key)
+		f.load()
+		f.served("A")
+		old := f.manifest()
+
+		f.clock.Advance(time.Minute)
+		f.publish(renamed(bundle("B"), "b"), key)
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+
+		f.putManifest(old)
+		f.servedAcrossChecks("B", 3)
+		err := f.lastError()
+		if !errors.Is(err, snapshot.ErrRollback) || !strings.HasPrefix(err.Error(), "bundle manifest is not newer than the one serving: serial ") {
+			t.Fatalf("rolled back manifest: %v\nlogs:\n%s", err, f.logs)
+		}
+		if f.refusals() != 1 || f.r.Status().Refused != 3 {
+			t.Fatalf("%d refusals logged (want 1), %d counted (want 3):\n%s", f.refusals(), f.r.Status().Refused, f.logs)
+		}
+		// A new bundle loads after the refusal.
+		f.publish(renamed(bundle("C"), "c"), key)
+		f.clock.Advance(interval + jitter)
+		f.served("C")
+		if f.lastError() != nil {
+			t.Fatal(f.lastError())
+		}
+	})
+}
+
+// A manifest signed for another prefix of the bucket (staging, say, with
+// its looser policies) copied over production's is refused.
+func TestManifestOfAnotherLocationRefused(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
+		f.publish(bundle("A"), key)
+		f.load()
+
+		staging := b.at("staging")
+		if _, err := snapshot.Publish(context.Background(), staging, bundle("S"), snapshot.PublishOptions{SignKey: key, Now: f.clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		raw, _, err := staging.Get(context.Background(), snapshot.ManifestKey, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.putManifest(raw)
+		f.servedAcrossChecks("A", 2)
+		want := ".admitfn/manifest.json: bundle manifest was published for another location: published for " + staging.Location() + ", read from " + b.proxied.Location()
+		if err := f.lastError(); !errors.Is(err, snapshot.ErrWrongLocation) || err.Error() != want {
+			t.Fatalf("replayed manifest: %v\nwant %s", err, want)
+		}
+	})
+}
+
+// An expired manifest is refused; a re-signed one loads; the one serving
+// keeps serving past its own expiry (there would be nothing else), and
+// /readyz says so.
+func TestExpiredManifestRefused(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
+		opts := func(expiry time.Duration) snapshot.PublishOptions {
+			return snapshot.PublishOptions{SignKey: key, Now: f.clock.Now(), Expiry: expiry}
+		}
+		if _, err := snapshot.Publish(context.Background(), b.direct, bundle("A"), opts(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		f.load()
+		if _, err := snapshot.Publish(context.Background(), b.direct, bundle("B"), opts(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Hour)
+		f.served("A")
+		if err := f.lastError(); !errors.Is(err, snapshot.ErrExpired) {
+			t.Fatalf("expired manifest: %v", err)
+		}
+		if _, err := snapshot.Resign(context.Background(), b.direct, policy.ID(bundle("B")), opts(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(interval + jitter)
+		f.served("B")
+		f.clock.Advance(time.Hour)
+		f.served("B")
+		ready, detail := f.r.Ready()
+		if !ready || !strings.Contains(detail, "\nthe bundle's manifest expired at ") {
+			t.Fatalf("readyz after the serving manifest expired: %v %q", ready, detail)
 		}
 	})
 }

@@ -37,6 +37,9 @@ type Snapshot struct {
 	Manifested bool
 	// Created is the manifest's creation time (zero without one).
 	Created time.Time
+	// Serial and Expires are the manifest's (zero without one).
+	Serial  int64
+	Expires time.Time
 	// Token identifies what was fetched; passed back to Fetch, it makes
 	// the check conditional.
 	Token string
@@ -48,6 +51,8 @@ type Fetcher struct {
 	// Keys, when set, are the public keys one of which must have signed the
 	// manifest; unsigned bundles are then refused.
 	Keys []ed25519.PublicKey
+	// Now tells the time manifests expire by (time.Now when nil).
+	Now func() time.Time
 }
 
 const listToken = "list:"
@@ -73,6 +78,9 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
 	m, err := decode(raw, f.Keys)
+	if err == nil {
+		err = f.current(m)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ManifestKey, err)
 	}
@@ -97,7 +105,61 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Token: obj.ETag}, nil
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, Token: obj.ETag}, nil
+}
+
+// current refuses a manifest published for another location or expired.
+// Signed manifests at a bucket must say both, and carry a serial, or the
+// signature would not bind them: an old signed manifest without them could
+// be put back anywhere, forever.
+func (f *Fetcher) current(m *Manifest) error {
+	here := f.Bucket.Location()
+	remote := false
+	if loc, err := store.ParseLocation(here); err == nil {
+		remote = loc.Remote()
+	}
+	if len(f.Keys) > 0 && remote {
+		var missing []string
+		if m.Serial <= 0 {
+			missing = append(missing, "serial")
+		}
+		if m.Location == "" {
+			missing = append(missing, "location")
+		}
+		if m.Expires.IsZero() {
+			missing = append(missing, "expires")
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%w: a signed manifest must carry %s (publish it with this version of admitfn push)", ErrInvalidManifest, strings.Join(missing, ", "))
+		}
+	}
+	if m.Location != "" && m.Location != here {
+		return fmt.Errorf("%w: published for %s, read from %s", ErrWrongLocation, m.Location, here)
+	}
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	if !m.Expires.IsZero() && !now().Before(m.Expires) {
+		return fmt.Errorf("%w: expired at %s (re-sign it with admitfn push -resign)", ErrExpired, m.Expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Newer refuses next when it would roll back from prev, the snapshot
+// serving: a lower serial, or the same serial for another bundle. Bundles
+// read without a manifest carry no serial and are not compared.
+func Newer(prev, next *Snapshot) error {
+	if prev == nil || !prev.Manifested || !next.Manifested {
+		return nil
+	}
+	switch {
+	case next.Serial < prev.Serial:
+		return fmt.Errorf("%w: serial %d (bundle %s), serving serial %d (bundle %s)", ErrRollback, next.Serial, next.BundleID, prev.Serial, prev.BundleID)
+	case next.Serial == prev.Serial && next.BundleID != prev.BundleID:
+		return fmt.Errorf("%w: serial %d names bundle %s, serving bundle %s with the same serial", ErrRollback, next.Serial, next.BundleID, prev.BundleID)
+	}
+	return nil
 }
 
 // readAll reads objs (each at its version), a few at a time, as sources
@@ -158,12 +220,53 @@ func (f *Fetcher) fetchListed(ctx context.Context, prev string) (*Snapshot, erro
 	return &Snapshot{Sources: sources, BundleID: policy.ID(sources), Token: token}, nil
 }
 
-// PublishOptions tune Publish.
+// DefaultExpiry is how long a manifest published to a bucket stays valid.
+const DefaultExpiry = 30 * 24 * time.Hour
+
+// PublishOptions tune Publish and Resign.
 type PublishOptions struct {
 	// SignKey, when set, signs the manifest.
 	SignKey ed25519.PrivateKey
 	// Now stamps the manifest (time.Now when zero).
 	Now time.Time
+	// Expiry is how long a manifest published to a bucket stays valid
+	// (DefaultExpiry when zero). Manifests in directories do not expire.
+	Expiry time.Duration
+}
+
+func (o PublishOptions) now() time.Time {
+	if o.Now.IsZero() {
+		return time.Now().UTC().Truncate(time.Second)
+	}
+	return o.Now.UTC().Truncate(time.Second)
+}
+
+// stamp gives m the serial after the location's present manifest, and at a
+// bucket its location and expiry.
+func stamp(ctx context.Context, bucket store.Bucket, m *Manifest, opts PublishOptions) error {
+	now := opts.now()
+	// The serial follows the present manifest's, read whatever it is (its
+	// signature is no concern here), and is at least the time in Unix
+	// seconds: serials keep increasing even after a manifest is lost.
+	m.Serial = now.Unix()
+	raw, _, err := bucket.Get(ctx, ManifestKey, "")
+	switch {
+	case err == nil:
+		if old, derr := decode(raw, nil); derr == nil && old.Serial >= m.Serial {
+			m.Serial = old.Serial + 1
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("read the present manifest: %w", err)
+	}
+	m.Location, m.Expires = "", time.Time{}
+	if loc, err := store.ParseLocation(bucket.Location()); err == nil && loc.Remote() {
+		expiry := opts.Expiry
+		if expiry <= 0 {
+			expiry = DefaultExpiry
+		}
+		m.Location, m.Expires = loc.String(), now.Add(expiry)
+	}
+	return nil
 }
 
 // Publish uploads sources (a bundle that compiles: the caller checks) to
@@ -173,9 +276,9 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if len(sources) == 0 {
 		return nil, errors.New("publish: no files")
 	}
-	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.Now.UTC().Truncate(time.Second)}
-	if opts.Now.IsZero() {
-		m.Created = time.Now().UTC().Truncate(time.Second)
+	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.now()}
+	if err := stamp(ctx, bucket, m, opts); err != nil {
+		return nil, err
 	}
 	m.Objects = make([]ManifestObject, len(sources))
 	g, gctx := errgroup.WithContext(ctx)
@@ -195,6 +298,48 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	data, err := encode(m, opts.SignKey)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bucket.Put(ctx, ManifestKey, data, "application/json"); err != nil {
+		return nil, fmt.Errorf("upload manifest: %w", err)
+	}
+	return m, nil
+}
+
+// ErrNothingToResign: the location holds no manifest.
+var ErrNothingToResign = errors.New("no manifest to re-sign: publish the bundle first")
+
+// Resign signs the manifest at bucket again with a new serial and expiry,
+// leaving its objects as they are: what keeps an unchanged bundle loading
+// past its expiry. The present manifest must verify with opts.SignKey and
+// name this location, so that re-signing never blesses a manifest someone
+// else put there; when bundleID is set, it must also be that bundle.
+func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts PublishOptions) (*Manifest, error) {
+	if opts.SignKey == nil {
+		return nil, errors.New("re-sign: a signing key is required")
+	}
+	raw, _, err := bucket.Get(ctx, ManifestKey, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNothingToResign
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	m, err := decode(raw, []ed25519.PublicKey{opts.SignKey.Public().(ed25519.PublicKey)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; only a manifest signed by this key is re-signed: push the bundle instead", ManifestKey, err)
+	}
+	if m.Location != "" && m.Location != bucket.Location() {
+		return nil, fmt.Errorf("%s: %w: published for %s, found at %s", ManifestKey, ErrWrongLocation, m.Location, bucket.Location())
+	}
+	if bundleID != "" && m.Bundle != bundleID {
+		return nil, fmt.Errorf("%s names bundle %s, not %s, the bundle of the given policies: push them instead", ManifestKey, m.Bundle, bundleID)
+	}
+	if err := stamp(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}
 	data, err := encode(m, opts.SignKey)

@@ -43,7 +43,20 @@ type Manifest struct {
 	// (Terraform) leave it out; when present, it must match.
 	Bundle string `json:"bundle,omitempty"`
 	// Created is when the bundle was published; optional.
-	Created time.Time        `json:"created"`
+	Created time.Time `json:"created"`
+	// Serial only increases from one manifest published at a location to
+	// the next: a function refuses a manifest with a lower serial than the
+	// one it serves (a rollback), or the same serial for other objects.
+	// Optional for unsigned manifests.
+	Serial int64 `json:"serial,omitempty"`
+	// Location is where the manifest was published (s3://bucket/prefix,
+	// gs://bucket/prefix); a function reading it anywhere else refuses it,
+	// so a signed manifest cannot be replayed at another location. Empty
+	// for directories, which are part of a deployment.
+	Location string `json:"location,omitempty"`
+	// Expires is when functions stop accepting the manifest, so that an
+	// old one put back bounds how long it can take effect. Zero: never.
+	Expires time.Time        `json:"expires,omitzero"`
 	Objects []ManifestObject `json:"objects"`
 }
 
@@ -84,7 +97,26 @@ var (
 	ErrIntegrity = errors.New("bundle object does not match its manifest")
 	// ErrInvalidManifest: the manifest is not one this version reads.
 	ErrInvalidManifest = errors.New("invalid bundle manifest")
+	// ErrWrongLocation: the manifest was published for another location.
+	ErrWrongLocation = errors.New("bundle manifest was published for another location")
+	// ErrExpired: the manifest's expiry has passed.
+	ErrExpired = errors.New("bundle manifest has expired")
+	// ErrRollback: the manifest is older than the one serving, or has its
+	// serial with other objects.
+	ErrRollback = errors.New("bundle manifest is not newer than the one serving")
 )
+
+// Refused reports whether err is a refusal of a manifest for what it says or
+// who signed it, as opposed to a store that could not be read: what an
+// attacker with write access to the bucket, but no signing key, can cause.
+func Refused(err error) bool {
+	for _, e := range []error{ErrUnsigned, ErrBadSignature, ErrIntegrity, ErrInvalidManifest, ErrWrongLocation, ErrExpired, ErrRollback} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // KeyID names a public key in signatures.
 func KeyID(pub ed25519.PublicKey) string {

@@ -6,11 +6,13 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/policy"
@@ -56,7 +58,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	t.Helper()
 	keyFile, pub := keys(t)
-	code, out, errOut := admitfn("push", "-policies", "../../policies/examples", "-to", to, "-sign-key", keyFile)
+	code, out, errOut := admitfn("push", "-policies", "../../policies/examples", "-to", to, "-sign-key", keyFile, "-expires", "240h")
 	if code != 0 {
 		t.Fatalf("push: %d\n%s\n%s", code, out, errOut)
 	}
@@ -67,16 +69,37 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	id := policy.ID(sources)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
-	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + snapshot.KeyID(pub[0])
-	if len(lines) != 13 || last != wantLast || !strings.HasPrefix(lines[0], "uploaded prod/01-basic.yaml (") {
-		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
-	}
 	snap, err := (&snapshot.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if snap.BundleID != id || len(snap.Sources) != 12 || !snap.Manifested {
 		t.Errorf("fetched %s with %d files", snap.BundleID, len(snap.Sources))
+	}
+	if d := time.Until(snap.Expires); d < 239*time.Hour || d > 240*time.Hour {
+		t.Errorf("manifest expires in %v, want 240h", d)
+	}
+	stamp := fmt.Sprintf("serial %d, expires %s", snap.Serial, snap.Expires.Format(time.RFC3339))
+	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + snapshot.KeyID(pub[0]) + ", " + stamp
+	if len(lines) != 13 || last != wantLast || !strings.HasPrefix(lines[0], "uploaded prod/01-basic.yaml (") {
+		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
+	}
+
+	// Re-signing writes the manifest only, with a higher serial, and only
+	// for the bundle published there.
+	code, out, errOut = admitfn("push", "-resign", "-sign-key", keyFile, "-to", to, "-policies", "../../policies/examples")
+	resigned, err := (&snapshot.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("re-signed bundle %s at %s: manifest prod/.admitfn/manifest.json, signed by key %s, serial %d, expires %s\n",
+		id, to, snapshot.KeyID(pub[0]), resigned.Serial, resigned.Expires.Format(time.RFC3339))
+	if code != 0 || out != want || resigned.Serial <= snap.Serial || resigned.BundleID != id {
+		t.Errorf("push -resign: %d %q %q\nwant %q (serial above %d)", code, out, errOut, want, snap.Serial)
+	}
+	code, _, errOut = admitfn("push", "-resign", "-sign-key", keyFile, "-to", to, "-policies", "testdata/small")
+	if code != 1 || !strings.Contains(errOut, "the bundle of the given policies: push them instead") {
+		t.Errorf("push -resign of other policies: %d %q", code, errOut)
 	}
 	for _, s := range snap.Sources {
 		if policy.IsTestFile(s.Name) {
@@ -145,6 +168,8 @@ func TestPushUsage(t *testing.T) {
 		{[]string{"push", "-policies", "x", "-to", "y", "-o", "yaml"}, 2, "-o must be text or json, not \"yaml\"\n"},
 		{[]string{"push", "-policies", "testdata/small", "-to", "ftp://host/p"}, 1, "admitfn push: policy location \"ftp://host/p\": unsupported scheme \"ftp\": want a directory, s3://bucket/prefix or gs://bucket/prefix\n"},
 		{[]string{"push", "-policies", "testdata/small", "-to", "out", "-sign-key", "push_test.go"}, 1, "admitfn push: push_test.go: signing key: want a PEM PRIVATE KEY block (PKCS #8)\n"},
+		{[]string{"push", "-resign", "-to", "y"}, 2, "-resign needs -to and -sign-key\n"},
+		{[]string{"push", "-policies", "x", "-to", "y", "-expires", "0s"}, 2, "-expires must be positive, not 0s\n"},
 		{[]string{"keygen"}, 2, "-out is required, and nothing else\n"},
 	} {
 		code, _, errOut := admitfn(tc.args...)

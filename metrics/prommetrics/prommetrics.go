@@ -43,10 +43,13 @@ func New(bundle metrics.BundleStatus) *Recorder {
 		r.registry.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.BundleAgeSeconds,
 				Help: "Age of the served bundle: since its manifest was created, or since it was loaded."},
-				func() float64 { age, _ := bundle(); return age.Seconds() }),
+				func() float64 { return bundle().Age.Seconds() }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.BundleLoadErrorsTotal,
 				Help: "Bundle checks that failed (the last good bundle kept serving)."},
-				func() float64 { _, n := bundle(); return float64(n) }),
+				func() float64 { return float64(bundle().LoadErrors) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.BundleRefusedTotal,
+				Help: "Bundle manifests refused: unsigned, a bad signature, another location, expired or a rollback."},
+				func() float64 { return float64(bundle().Refused) }),
 		)
 	}
 	return r

@@ -12,7 +12,7 @@ import (
 )
 
 func TestScrape(t *testing.T) {
-	r := New(func() (time.Duration, int64) { return 42 * time.Second, 2 })
+	r := New(func() metrics.Bundle { return metrics.Bundle{Age: 42 * time.Second, LoadErrors: 2, Refused: 1} })
 	ctx := context.Background()
 	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 3 * time.Millisecond})
 	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 30 * time.Millisecond})
@@ -30,6 +30,7 @@ func TestScrape(t *testing.T) {
 		"admitfn_rejected_requests_total 1",
 		"admitfn_bundle_age_seconds 42",
 		"admitfn_bundle_load_errors_total 2",
+		"admitfn_bundle_refused_total 1",
 		"process_resident_memory_bytes ",
 		"go_goroutines ",
 	} {

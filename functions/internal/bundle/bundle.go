@@ -280,8 +280,8 @@ func Counts(b *policy.Bundle) (policies, bindings int) {
 
 // Metrics reports r's bundle age and failed checks to metrics recorders.
 func Metrics(r *reload.Reloader) metrics.BundleStatus {
-	return func() (time.Duration, int64) {
+	return func() metrics.Bundle {
 		s := r.Status()
-		return s.Age, s.LoadErrors
+		return metrics.Bundle{Age: s.Age, LoadErrors: s.LoadErrors, Refused: s.Refused}
 	}
 }

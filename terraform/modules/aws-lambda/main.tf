@@ -121,6 +121,9 @@ resource "aws_s3_object" "manifest" {
       apiVersion = "admitfn.io/v1alpha1"
       kind       = "BundleManifest"
       created    = time_static.bundle.rfc3339
+      # Serials only increase: functions refuse a manifest older than the
+      # one they serve.
+      serial = time_static.bundle.unix
       objects = [
         for f in module.bundle.files : merge(
           { key = f, size = module.bundle.objects[f].size, sha256 = module.bundle.objects[f].sha256 },

@@ -84,6 +84,9 @@ resource "google_storage_bucket_object" "manifest" {
       apiVersion = "admitfn.io/v1alpha1"
       kind       = "BundleManifest"
       created    = time_static.bundle.rfc3339
+      # Serials only increase: functions refuse a manifest older than the
+      # one they serve.
+      serial = time_static.bundle.unix
       objects = [
         for f in module.bundle.files : {
           key     = f

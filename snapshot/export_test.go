@@ -1,0 +1,4 @@
+package snapshot
+
+// Encode lets tests sign manifests this version of Publish would not write.
+var Encode = encode
