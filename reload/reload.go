@@ -207,6 +207,12 @@ func (r *Reloader) BundleID() string {
 	return ""
 }
 
+// HasRoute reports whether rt is a group of the bundle serving reviews.
+func (r *Reloader) HasRoute(rt policy.Route) bool {
+	c := r.cur.Load()
+	return c != nil && c.engine.HasRoute(rt)
+}
+
 // Engine is the engine serving reviews, nil when none is.
 func (r *Reloader) Engine() *engine.Engine {
 	if c := r.cur.Load(); c != nil {

@@ -55,6 +55,13 @@ type Engine interface {
 	BundleID() string
 }
 
+// RouteKnower is implemented by engines that can say whether a route is one
+// of their bundle's groups (engine.Engine, reload.Reloader): only those
+// routes become metric labels.
+type RouteKnower interface {
+	HasRoute(policy.Route) bool
+}
+
 // Readiness is implemented by engines whose bundle can be missing or
 // stale (one reloaded from a store): /readyz answers 503 while not ready,
 // with detail in the body.
@@ -102,14 +109,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.probe(w, r, "ok")
 		return
 	case tokenOK && path == "/readyz":
-		h.readyz(w, r, true)
+		// Platforms probe without credentials: they learn ready or not,
+		// and nothing of the bundle or the store.
+		h.readyz(w, r, h.auth == nil || h.auth.Authenticate(r))
 		return
 	case r.URL.Path == "/readyz":
-		// Platforms probe without the token: they learn ready or not, and
-		// nothing of the bundle or the store.
 		h.readyz(w, r, false)
 		return
 	case tokenOK && path == "/metrics" && h.metricsHandler != nil:
+		if h.auth != nil && !h.auth.Authenticate(r) {
+			h.unauthenticated(w, r, path)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			WriteStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
@@ -132,11 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.auth != nil && !h.auth.Authenticate(r) {
-		h.rejected.Add(1)
-		h.metrics.Rejected(r.Context())
-		w.Header().Set("WWW-Authenticate", h.auth.Challenge())
-		WriteStatus(w, http.StatusUnauthorized, "authentication required")
-		h.logger(r).Warn().Str("route", path).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")
+		h.unauthenticated(w, r, h.routeLabel(route))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -145,8 +152,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w, start: time.Now()}
-	res := h.review(sw, r, route, path)
-	h.metrics.Review(r.Context(), reviewMetrics(path, res, sw.status(), h.engine.BundleID(), time.Since(sw.start)))
+	res := h.review(sw, r, route)
+	h.metrics.Review(r.Context(), reviewMetrics(h.routeLabel(route), res, sw.status(), h.engine.BundleID(), time.Since(sw.start)))
+}
+
+func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, route string) {
+	h.rejected.Add(1)
+	h.metrics.Rejected(r.Context())
+	w.Header().Set("WWW-Authenticate", h.auth.Challenge())
+	WriteStatus(w, http.StatusUnauthorized, "authentication required")
+	h.logger(r).Warn().Str("route", route).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")
+}
+
+// routeLabel names route in metrics and logs: its path when it is a group
+// of the bundle, else metrics.UnknownRoute. A caller can send any path;
+// only the bundle may create label values (each is a time series, and on
+// Lambda a billed custom metric).
+func (h *Handler) routeLabel(route policy.Route) string {
+	if k, ok := h.engine.(RouteKnower); ok && k.HasRoute(route) {
+		return route.Path()
+	}
+	return metrics.UnknownRoute
 }
 
 // statusWriter remembers the status of the answer, for metrics.
@@ -178,18 +204,15 @@ func (s *statusWriter) status() int {
 }
 
 // reviewMetrics describes an answered review: its decision when it got one
-// (a 200), else an error; routes the bundle does not have are one label.
-func reviewMetrics(path string, res *engine.Result, status int, bundle string, latency time.Duration) metrics.Review {
-	m := metrics.Review{Route: path, Decision: metrics.Error, Status: status, Latency: latency, Bundle: bundle}
+// (a 200), else an error.
+func reviewMetrics(route string, res *engine.Result, status int, bundle string, latency time.Duration) metrics.Review {
+	m := metrics.Review{Route: route, Decision: metrics.Error, Status: status, Latency: latency, Bundle: bundle}
 	if status == http.StatusOK && res != nil {
 		m.Decision = metrics.Denied
 		if res.Response.Allowed {
 			m.Decision = metrics.Allowed
 		}
 		m.FailedPolicies = res.FailedPolicies
-	}
-	if status == http.StatusNotFound {
-		m.Route = metrics.UnknownRoute
 	}
 	return m
 }
@@ -201,7 +224,7 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request, detailed bool) 
 		return
 	}
 	ready, detail := rd.Ready()
-	if !detailed && len(h.tokens) > 0 {
+	if !detailed {
 		detail = "ok"
 		if !ready {
 			detail = "not ready"
@@ -238,13 +261,13 @@ func (h *Handler) logger(r *http.Request) *zerolog.Logger {
 	return &h.log
 }
 
-// review answers a review request; path is the request's path without the
-// token, the only one logged.
-func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route, path string) (result *engine.Result) {
+// review answers a review request. Its log lines name the route as
+// metrics do: never the path the caller sent.
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route) (result *engine.Result) {
 	start := time.Now()
 	log := h.logger(r)
 	logLine := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str("route", path).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
+		return e.Str("route", h.routeLabel(route)).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
@@ -302,7 +325,8 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	switch {
 	case errors.Is(err, engine.ErrUnknownRoute):
 		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
-		fields(log.Warn()).Int("status", http.StatusNotFound).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+		fields(log.Warn()).Int("status", http.StatusNotFound).Str("requested_route", clip(route.Path(), 128)).
+			Msg("configuration drift: the webhook configuration names a group the bundle does not have")
 		return
 	case errors.Is(err, engine.ErrNoBundle):
 		WriteStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID))
@@ -336,6 +360,14 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		Bool("patched", len(res.Response.Patch) > 0).
 		Msg("review")
 	return res
+}
+
+// clip shortens s to at most n bytes, for caller-made strings in logs.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // panicText describes a panic without risking object contents in the logs:

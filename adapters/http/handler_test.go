@@ -32,6 +32,9 @@ type fakeEngine struct {
 }
 
 func (f fakeEngine) BundleID() string { return "fake-bundle" }
+
+// HasRoute: the fake's bundle has every group.
+func (f fakeEngine) HasRoute(policy.Route) bool { return true }
 func (f fakeEngine) Review(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
 	return f.review(ctx, route, req)
 }

@@ -207,6 +207,12 @@ func (e *Engine) Bundle() *policy.Bundle { return e.bundle }
 // mutating ones, each type's default group first.
 func (e *Engine) Groups() []*policy.Group { return e.order }
 
+// HasRoute reports whether rt is a group of the bundle.
+func (e *Engine) HasRoute(rt policy.Route) bool {
+	_, ok := e.routes[rt]
+	return ok
+}
+
 // Review evaluates req against the bindings of route. Denials and policy
 // errors are responses; the returned error is only ErrUnknownRoute,
 // ErrInternal, or the context's error when the deadline passed before a
