@@ -9,18 +9,23 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/admitfn/admitfn/core/policy"
 )
 
 // Dir is a bundle in a local directory: baked into a deployment, mounted
-// into a container, or the target of `admitfn push` for inspection.
+// into a container (a ConfigMap volume, whose files are symbolic links), or
+// the target of `admitfn push` for inspection. It lists and reads exactly
+// the files policy.WalkFS finds, as the CLI does.
 type Dir struct {
 	root string
+	fsys fs.FS
 }
 
 var _ Bucket = (*Dir)(nil)
 
 // NewDir returns the bucket of directory root.
-func NewDir(root string) *Dir { return &Dir{root: root} }
+func NewDir(root string) *Dir { return &Dir{root: root, fsys: os.DirFS(root)} }
 
 func (d *Dir) Location() string { return d.root }
 
@@ -38,11 +43,14 @@ func etag(fi fs.FileInfo) string {
 }
 
 func (d *Dir) Get(_ context.Context, key, ifNoneMatch string) ([]byte, Object, error) {
-	p, err := d.path(key)
-	if err != nil {
-		return nil, Object{}, err
+	if !ValidKey(key) {
+		return nil, Object{}, fmt.Errorf("invalid object key %q", key)
 	}
-	fi, err := os.Stat(p)
+	target, err := policy.Resolve(d.fsys, ".", key)
+	if err != nil {
+		return nil, Object{}, fmt.Errorf("%s: %w", d.root, err)
+	}
+	fi, err := fs.Stat(d.fsys, target)
 	if err != nil {
 		return nil, Object{}, notFound(err, key)
 	}
@@ -50,7 +58,7 @@ func (d *Dir) Get(_ context.Context, key, ifNoneMatch string) ([]byte, Object, e
 	if ifNoneMatch != "" && ifNoneMatch == obj.ETag {
 		return nil, obj, ErrNotModified
 	}
-	data, err := os.ReadFile(p)
+	data, err := fs.ReadFile(d.fsys, target)
 	if err != nil {
 		return nil, Object{}, notFound(err, key)
 	}
@@ -66,28 +74,19 @@ func (d *Dir) GetVersion(ctx context.Context, key, version string) ([]byte, erro
 	return data, err
 }
 
+// List lists the bundle's files (policy.WalkFS), not every file.
 func (d *Dir) List(context.Context) ([]Object, error) {
 	var objs []Object
-	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+	err := policy.WalkFS(d.fsys, ".", func(name, target string) error {
+		fi, err := fs.Stat(d.fsys, target)
 		if err != nil {
 			return err
 		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(d.root, p)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size(), ETag: etag(fi)})
+		objs = append(objs, Object{Key: name, Size: fi.Size(), ETag: etag(fi)})
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.root, err)
+		return nil, fmt.Errorf("%s: %w", d.root, err)
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
 	return objs, nil

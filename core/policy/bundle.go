@@ -95,30 +95,16 @@ func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
 	return Parse(sources)
 }
 
-// ReadFS returns the files of the bundle under dir in fsys, as LoadFS reads
+// ReadFS returns the files of the bundle under dir in fsys, as WalkFS finds
 // them, named by their path relative to dir.
 func ReadFS(fsys fs.FS, dir string) ([]Source, error) {
 	var sources []Source
-	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+	err := WalkFS(fsys, dir, func(name, target string) error {
+		data, err := fs.ReadFile(fsys, target)
 		if err != nil {
 			return err
 		}
-		name := d.Name()
-		if p != dir && strings.HasPrefix(name, ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !IsBundleFile(name) {
-			return nil
-		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
-		sources = append(sources, Source{Name: rel, Data: data})
+		sources = append(sources, Source{Name: name, Data: data})
 		return nil
 	})
 	if err != nil {

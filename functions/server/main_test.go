@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/slowpolicy"
+	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 	"github.com/admitfn/admitfn/internal/testbin"
 )
@@ -421,5 +423,81 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		if c.paced == "" && len(pacing) != 0 || c.paced != "" && (len(pacing) == 0 || !strings.Contains(pacing[0], c.paced)) {
 			t.Errorf("%v: pacing lines %q, want the first to hold %q", c.env, pacing, c.paced)
 		}
+	}
+}
+
+// configMapVolume lays the example bundle out as kubelet mounts a
+// ConfigMap: each file a link into ..data, a link to a hidden directory.
+func configMapVolume(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	ts := "..2026_11_25_10_00_00.1234"
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(examples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(examples, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ts, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("..data/"+e.Name(), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The server reads a bundle directory through the loader the CLI uses: a
+// ConfigMap volume serves the bundle it holds (it used to stop the server
+// from starting), and a link out of the directory stops the start, loudly,
+// instead of being skipped (which allowed what admitfn test denied).
+func TestBundleDirectoryWithLinks(t *testing.T) {
+	vol := configMapVolume(t)
+	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", vol}, nil)
+	direct, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	body, err := os.ReadFile("../../policies/reviews/deployment-production.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(addr string) string {
+		resp, err := http.Post("http://"+addr+"/validate?timeout=10s", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, got)
+	}
+	got, want := answer(addr), answer(direct)
+	if got != want || !strings.Contains(got, `"allowed":false`) {
+		t.Errorf("from the volume: %s\nfrom the directory: %s\nlogs:\n%s", got, want, logs)
+	}
+	sources, err := policy.ReadFS(os.DirFS(examples), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := policy.ID(sources); !strings.Contains(logs.String(), `"bundle":"`+id+`"`) {
+		t.Errorf("the volume did not serve the example bundle %s:\n%s", id, logs)
+	}
+
+	outside := filepath.Join(t.TempDir(), "extra.yaml")
+	os.WriteFile(outside, []byte("kind: x\n"), 0o644)
+	if err := os.Symlink(outside, filepath.Join(vol, "extra.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", vol}, func(string) string { return "" }, io.Discard, nil)
+	wantErr := "load " + vol + ": list: " + vol + ": extra.yaml: extra.yaml -> " + outside + ": symbolic link leads outside the bundle directory (absolute targets are not followed)"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("start with a link out of the bundle: %v\nwant %s", err, wantErr)
 	}
 }

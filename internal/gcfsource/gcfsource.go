@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/zipfile"
 )
 
@@ -113,22 +114,23 @@ func modulePackages(ctx context.Context, repo string) ([]goPackage, error) {
 	return pkgs, nil
 }
 
-// copyBundle copies the bundle's policy files (.yaml, .yml, .json).
+// copyBundle copies the bundle's files, read as every entry point reads a
+// bundle directory (policy.ReadFS): no test files, links resolved.
 func copyBundle(from, to string) error {
-	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	sources, err := policy.ReadFS(os.DirFS(from), ".")
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		p := filepath.Join(to, filepath.FromSlash(s.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			rel, err := filepath.Rel(from, path)
-			if err != nil {
-				return err
-			}
-			return copyFile(path, filepath.Join(to, rel))
+		if err := os.WriteFile(p, s.Data, 0o644); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func copyFile(from, to string) error {
