@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/cgrouptest"
 	"github.com/admitfn/admitfn/internal/slowpolicy"
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/internal/syncbuf"
 	"github.com/admitfn/admitfn/internal/testbin"
 )
