@@ -137,7 +137,7 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs.Capped()
 	}
 	store := func(pk *admissionregistrationv1.ParamKind) *validate.ParamStore {
 		if pk == nil {

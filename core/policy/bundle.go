@@ -72,8 +72,37 @@ type Origin struct {
 
 func (o Origin) String() string { return fmt.Sprintf("%s: document %d", o.File, o.Document) }
 
-// Errors is every problem found in a bundle; a bundle with any is rejected.
+// Errors is every problem found in a bundle, up to MaxErrors; a bundle with
+// any is rejected.
 type Errors []error
+
+// MaxErrors bounds the problems an Errors keeps: a bundle of 200,000 bad
+// documents must not become a 200,000-line error kept in memory, logged as
+// one line and shown by /readyz.
+const MaxErrors = 100
+
+// omitted stands for the problems past MaxErrors.
+type omitted int
+
+func (n omitted) Error() string { return fmt.Sprintf("… and %d more", int(n)) }
+
+// Capped keeps the first MaxErrors problems and counts the rest.
+func (e Errors) Capped() Errors {
+	if len(e) <= MaxErrors {
+		return e
+	}
+	return append(e[:MaxErrors:MaxErrors], omitted(len(e)-MaxErrors))
+}
+
+// Count is the number of problems, those past MaxErrors included.
+func (e Errors) Count() int {
+	if n := len(e); n > 0 {
+		if more, ok := e[n-1].(omitted); ok {
+			return n - 1 + int(more)
+		}
+	}
+	return len(e)
+}
 
 func (e Errors) Error() string {
 	lines := make([]string, len(e))
@@ -81,7 +110,7 @@ func (e Errors) Error() string {
 		// Keep a CEL error's source and caret lines under their error.
 		lines[i] = strings.ReplaceAll(err.Error(), "\n", "\n    ")
 	}
-	return fmt.Sprintf("%d error(s) in policy bundle:\n  %s", len(e), strings.Join(lines, "\n  "))
+	return fmt.Sprintf("%d error(s) in policy bundle:\n  %s", e.Count(), strings.Join(lines, "\n  "))
 }
 
 // LoadFS reads every .yaml, .yml and .json file under dir in fsys (recursively,
@@ -230,7 +259,7 @@ func Parse(sources []Source) (*Bundle, error) {
 
 	errs = append(errs, b.validate()...)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs.Capped()
 	}
 	return b, nil
 }

@@ -2,9 +2,11 @@ package policy_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/admitfn/admitfn/core/policy"
@@ -108,5 +110,26 @@ func TestReadFSRefusesLinksOutOfTheBundle(t *testing.T) {
 				t.Fatalf("got %q, %v\nwant %s", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A rejected bundle keeps, logs and shows at most MaxErrors problems, and
+// says how many there were.
+func TestErrorListIsCapped(t *testing.T) {
+	const n = 20000
+	var doc strings.Builder
+	for i := range n {
+		fmt.Fprintf(&doc, "---\napiVersion: v1\nkind: Nope\nmetadata: {name: n%d}\n", i)
+	}
+	_, err := policy.Parse([]policy.Source{{Name: "bad.yaml", Data: []byte(doc.String())}})
+	var errs policy.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error %T %v", err, err)
+	}
+	msg := err.Error()
+	if len(errs) != policy.MaxErrors+1 || errs.Count() != n ||
+		!strings.HasPrefix(msg, "20000 error(s) in policy bundle:\n  bad.yaml: document 1: unknown kind \"Nope\"") ||
+		!strings.HasSuffix(msg, "\n  … and 19900 more") || strings.Count(msg, "\n") != policy.MaxErrors+1 {
+		t.Fatalf("%d kept, %d counted, %d lines, ends %q", len(errs), errs.Count(), strings.Count(msg, "\n"), msg[len(msg)-40:])
 	}
 }
