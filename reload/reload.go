@@ -47,11 +47,16 @@ type Config struct {
 	// DefaultInterval; a negative value turns refresh off after the first
 	// successful load.
 	Interval time.Duration
-	// Wait bounds how long a request waits for a check it finds running
-	// while a bundle is loaded (DefaultWait when zero). A check that takes
-	// longer goes on in the background. Without a bundle, a request waits up
-	// to half of its own deadline.
+	// Wait bounds how long a request waits for the check it started while
+	// a bundle is loaded (DefaultWait when zero); a check that takes longer
+	// goes on in the background, and requests that find a check running do
+	// not wait for it, so a hung store holds at most one request. Without a
+	// bundle, a request waits up to half of its own deadline.
 	Wait time.Duration
+	// Background: Run checks, so requests never wait for a check while a
+	// bundle is loaded (they still start one that is due, should Run fall
+	// behind). For processes that keep running between requests.
+	Background bool
 	// CheckTimeout bounds a check (DefaultCheckTimeout when zero).
 	CheckTimeout time.Duration
 	// Fallback is served while no bundle from the location has loaded.
@@ -225,16 +230,17 @@ func (r *Reloader) Engine() *engine.Engine {
 // as long as the request can afford.
 func (r *Reloader) maybeCheck(ctx context.Context) {
 	r.mu.Lock()
-	done := r.running
+	done, started := r.running, false
 	if done == nil && !r.cfg.Now().Before(r.next) && (r.cfg.Interval > 0 || r.loaded() == nil) {
-		done = r.startLocked()
+		done, started = r.startLocked(), true
 	}
 	r.mu.Unlock()
-	if done == nil {
+	serving := r.cur.Load() != nil
+	if done == nil || serving && (!started || r.cfg.Background) {
 		return
 	}
 	wait := r.cfg.Wait
-	if r.cur.Load() == nil {
+	if !serving {
 		wait = r.cfg.CheckTimeout
 		if dl, ok := ctx.Deadline(); ok {
 			wait = time.Until(dl) / 2

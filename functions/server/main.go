@@ -122,6 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Warn().Err(err).Msg("no soft memory limit")
 	}
 	cfg.bundle.MemoryLimit = limit
+	cfg.bundle.Background = true // rl.Run below
 
 	rl, err := bundle.Start(ctx, cfg.bundle, log)
 	if err != nil {

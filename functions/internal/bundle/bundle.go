@@ -47,7 +47,10 @@ type Config struct {
 	Fallback  string
 	PublicKey string
 	// Interval: 0 for the default, negative for no refresh.
-	Interval    time.Duration
+	Interval time.Duration
+	// Background: the caller runs the Reloader's Run loop, so reviews never
+	// wait for a check (the server).
+	Background  bool
 	S3PathStyle bool
 	// InitTimeout bounds the first load from an object store; a directory
 	// is read without a bound.
@@ -140,6 +143,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		Fetcher:          &snapshot.Fetcher{Bucket: bucket, Keys: keys},
 		Compiler:         compiler,
 		Interval:         c.Interval,
+		Background:       c.Background,
 		Log:              log,
 		WarnUnmanifested: loc.Remote(),
 		OnLoad: func(e *engine.Engine) {
