@@ -296,6 +296,9 @@ func TestMetricsAndReadinessNeedCredentials(t *testing.T) {
 		if w.Code != tc.code || w.Body.String() != tc.body {
 			t.Errorf("GET %s (bearer %q): %d %q, want %d %q", tc.path, tc.bearer, w.Code, w.Body, tc.code, tc.body)
 		}
+		if refused := w.Header().Get("Connection") == "close"; refused != (tc.code == 401) {
+			t.Errorf("GET %s (bearer %q): Connection %q", tc.path, tc.bearer, w.Header().Get("Connection"))
+		}
 	}
 	if rec.rejected != 2 {
 		t.Errorf("%d rejected, want 2", rec.rejected)

@@ -133,6 +133,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.metrics.Rejected(r.Context())
 		// A bare 404, the same for every path: a scanner learns nothing,
 		// and the path (which may hold a mistyped token) is not logged.
+		// The connection ends with it: it holds no slot for a review.
+		w.Header().Set("Connection", "close")
 		WriteStatus(w, http.StatusNotFound, "not found")
 		h.logger(r).Debug().Str("method", r.Method).Int("status", http.StatusNotFound).Msg("request without a valid path token")
 		return
@@ -160,6 +162,7 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, route 
 	h.rejected.Add(1)
 	h.metrics.Rejected(r.Context())
 	w.Header().Set("WWW-Authenticate", h.auth.Challenge())
+	w.Header().Set("Connection", "close")
 	WriteStatus(w, http.StatusUnauthorized, "authentication required")
 	h.logger(r).Warn().Str("route", route).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ func main() {
 type config struct {
 	addr, tlsCert, tlsKey, logLevel string
 	readHeaderTimeout               time.Duration
+	maxConnections                  int
 	bundle                          bundle.Config
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
@@ -74,12 +76,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
 	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: require and verify client certificates signed by it (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
+	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most; at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if c.maxConnections < 1 {
+		return c, fmt.Errorf("-max-connections must be at least 1, not %d", c.maxConnections)
 	}
 	var err error
 	if c.bundle.Interval, err = bundle.ParseInterval(*interval); err != nil {
@@ -135,16 +141,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	rec := prommetrics.New(bundle.Metrics(rl))
 	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()))
-	ln, err := net.Listen("tcp", cfg.addr)
+	tcp, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
+	ln := limitConns(tcp, cfg.maxConnections)
 	srv := &http.Server{
 		Handler:           httpadapter.New(rl, log, opts...),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      35 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       idleTimeout,
+		ConnState:         ln.ConnState,
 		MaxHeaderBytes:    httpadapter.MaxHeaderBytes,
 		TLSConfig:         tlsConfig,
 	}
@@ -187,6 +195,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// envInt is an integer flag's default from the environment; a value that
+// does not parse is left for the flag to report.
+func envInt(getenv func(string) string, name string, def int) int {
+	if n, err := strconv.Atoi(getenv(name)); err == nil {
+		return n
+	}
+	return def
 }
 
 // envDuration is a duration flag's default from the environment; a value
