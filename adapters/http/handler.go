@@ -12,6 +12,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -83,7 +84,9 @@ type Handler struct {
 	rejected atomic.Int64
 	// bodies hold request bodies between reviews: a body is only read
 	// while it is decoded, and a decoded request owns its data.
-	bodies sync.Pool
+	bodies   sync.Pool
+	limits   Limits
+	inFlight inFlight
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -199,6 +202,9 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusWriter) status() int {
 	if s.code == 0 {
 		return http.StatusOK
@@ -286,26 +292,64 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	defer cancel()
 
+	tooLarge := func() {
+		WriteStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+		logLine(log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
+	}
+	size := r.ContentLength
+	switch {
+	case size > MaxBodyBytes:
+		tooLarge()
+		return
+	case size < 0:
+		size = MaxBodyBytes
+	}
+	if !h.admit(size) {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		WriteStatus(w, http.StatusTooManyRequests, "too many reviews in flight: retry later")
+		logLine(log.Warn()).Int("status", http.StatusTooManyRequests).Int64("bytes", size).Msg("review shed: too many in flight")
+		return
+	}
+	defer h.release(size)
+	timedOut := func(stage string) {
+		WriteStatus(w, http.StatusGatewayTimeout, "review did not finish before the deadline: "+stage)
+		logLine(log.Warn()).Int("status", http.StatusGatewayTimeout).Str("stage", stage).Msg("review timed out")
+	}
+
+	// The body arrives within the deadline or not at all.
+	if dl, ok := ctx.Deadline(); ok {
+		http.NewResponseController(w).SetReadDeadline(dl) // not every transport can: then the checks below stop the work
+	}
 	buf := h.bodies.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer h.putBody(buf)
 	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	body := buf.Bytes()
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			WriteStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
-			logLine(log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
-			return
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			tooLarge()
+		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
+			timedOut("the request body was still arriving")
+		default:
+			WriteStatus(w, http.StatusBadRequest, "could not read request body")
+			logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
 		}
-		WriteStatus(w, http.StatusBadRequest, "could not read request body")
-		logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		return
+	}
+	if ctx.Err() != nil {
+		timedOut("the request body arrived too late")
 		return
 	}
 	req, err := review.Decode(body)
 	if err != nil {
 		WriteStatus(w, http.StatusBadRequest, err.Error())
 		logLine(log.Warn()).Int("status", http.StatusBadRequest).Str("error", err.Error()).Msg("rejected review request")
+		return
+	}
+	if ctx.Err() != nil {
+		timedOut("decoding the request took too long")
 		return
 	}
 
@@ -392,14 +436,12 @@ func isJSON(contentType string) bool {
 // (the webhook's timeoutSeconds): the answer must leave before the caller
 // gives up, so a margin is kept: a tenth of it, and at least minMargin.
 func deadline(r *http.Request) (context.Context, context.CancelFunc, error) {
-	raw := r.URL.Query().Get("timeout")
-	if raw == "" {
-		ctx, cancel := context.WithCancel(r.Context())
-		return ctx, cancel, nil
-	}
-	d, err := time.ParseDuration(raw)
-	if err != nil || d <= 0 {
-		return nil, nil, fmt.Errorf("invalid timeout %q: want a positive duration such as 10s", raw)
+	d := maxTimeout // kube-apiserver always sends ?timeout=; other callers get the webhook maximum
+	if raw := r.URL.Query().Get("timeout"); raw != "" {
+		var err error
+		if d, err = time.ParseDuration(raw); err != nil || d <= 0 {
+			return nil, nil, fmt.Errorf("invalid timeout %q: want a positive duration such as 10s", raw)
+		}
 	}
 	d = min(d, maxTimeout)
 	ctx, cancel := context.WithTimeout(r.Context(), d-min(max(d/10, minMargin), d/2))
@@ -443,6 +485,8 @@ func reasonForCode(code int) metav1.StatusReason {
 		return metav1.StatusReasonUnsupportedMediaType
 	case http.StatusRequestEntityTooLarge:
 		return metav1.StatusReasonRequestEntityTooLarge
+	case http.StatusTooManyRequests:
+		return metav1.StatusReasonTooManyRequests
 	case http.StatusGatewayTimeout:
 		return metav1.StatusReasonTimeout
 	case http.StatusServiceUnavailable:

@@ -113,7 +113,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// One CloudWatch Embedded Metric Format line per review.
 	rec := metrics.NewEMF(log, bundle.Metrics(rl))
-	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log), nil
+	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log), nil
 }
 
 // oneVCPUMemoryMB is the memory at which a Lambda function has the

@@ -92,7 +92,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// Metric fields in a log line per review, for log-based metrics.
 	rec := metrics.NewLogFields(log, bundle.Metrics(rl))
-	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec)), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 
 // defaultPolicies is the policies/ directory of the uploaded source: Cloud

@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	rec := prommetrics.New(bundle.Metrics(rl))
-	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()))
+	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes)))
 	tcp, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
