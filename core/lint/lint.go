@@ -131,8 +131,10 @@ var (
 	namespaceRef = regexp.MustCompile(`\bnamespaceObject((?:\.\??[A-Za-z_][A-Za-z0-9_]*)*)`)
 )
 
-// checkExpression warns about variables that a function has only in part.
+// checkExpression warns about variables that a function has only in part,
+// and about calls that can build far more than they are given.
 func checkExpression(field, expr string, at func(Severity, string, string)) {
+	checkAmplification(field, expr, at)
 	if authorizerRef.MatchString(expr) {
 		at(Warning, field, "admitfn has no authorizer (kube-apiserver authorizes, the function cannot): every authorizer check fails, and the failure policy decides")
 	}

@@ -135,3 +135,32 @@ func TestLibraryIsClean(t *testing.T) {
 		}
 	}
 }
+
+func TestAmplificationWarnings(t *testing.T) {
+	var got []string
+	at := func(sev Severity, field, msg string) { got = append(got, string(sev)+" "+field+": "+msg) }
+	for _, expr := range []string{
+		"object.metadata.annotations['t'].replace('${V}', object.metadata.annotations['v']).size() < 10",
+		"object.spec.items.join(params.sep) != ''",
+		"'%s-%s'.format([object.metadata.name, object.metadata.namespace]) != ''",
+		"lists.range(object.spec.replicas).size() > 0",
+		// literals decide the growth: no warning
+		"object.metadata.name.replace('-', '_') != ''",
+		"object.spec.items.join(', ') != ''",
+		"object.spec.items.join() != ''",
+		"'%s'.format(['x']) != ''",
+		"lists.range(3).size() > 0",
+	} {
+		checkAmplification("f", expr, at)
+	}
+	tail := " can build a value many times the object's size: admitfn stops any call at 7 MiB and charges what it builds beyond its input to the cost budget, which kube-apiserver does not (there it can exhaust the apiserver's memory)"
+	want := []string{
+		"warning f: replace() with a replacement taken from the request or params" + tail,
+		"warning f: join() with a separator taken from the request or params" + tail,
+		"warning f: format() with arguments taken from the request or params" + tail,
+		"warning f: lists.range() with a length taken from the request or params" + tail,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -33,7 +33,7 @@ type Compiler struct {
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler() *Compiler {
 	c := &Compiler{
-		env:    environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()),
+		env:    boundedBase(),
 		envs:   map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
 		shared: map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
 	}
