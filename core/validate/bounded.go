@@ -267,6 +267,18 @@ func bounded(base *environment.EnvSet) (*environment.EnvSet, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The redefinitions apply to both modes: each overload must be in both
+	// already, or this would add it to new expressions.
+	newEnv, err := base.Env(environment.NewExpressions)
+	if err != nil {
+		return nil, err
+	}
+	inNew := map[string]bool{}
+	for _, fn := range newEnv.Functions() {
+		for _, od := range fn.OverloadDecls() {
+			inNew[od.ID()] = true
+		}
+	}
 	var envOpts []cel.EnvOption
 	var trackers []interpreter.CostTrackerOption
 	for name, fn := range env.Functions() {
@@ -278,6 +290,9 @@ func bounded(base *environment.EnvSet) (*environment.EnvSet, error) {
 			a, ok := amplifiers[od.ID()]
 			if !ok {
 				continue
+			}
+			if !inNew[od.ID()] {
+				return nil, fmt.Errorf("bounded functions: %s is not declared for new expressions", od.ID())
 			}
 			var binding *functions.Overload
 			for _, b := range bindings {
