@@ -72,6 +72,9 @@ var measures = []measure{
 		floor:  metric("BenchmarkP6Memory", "upstream-rss-MiB"),
 		atMost: true, target: 64,
 	},
+	// Evaluation time grows linearly with the object: 4x the containers,
+	// at most 5x the time.
+	{id: "L1", value: ratio("BenchmarkL1Linear/40k-containers", "BenchmarkL1Linear/10k-containers"), atMost: true, target: 5},
 }
 
 func main() {

@@ -23,6 +23,8 @@ BenchmarkP3Index/1000-policies-2    	    1929	    110000 ns/op	  276194 B/op	   
 BenchmarkP3Index/10-policies-2      	    6160	    100000 ns/op	  117810 B/op	    1386 allocs/op
 BenchmarkP4ColdStart-2    	       2	 594302079 ns/op	       565.2 admitfn-ms	         5.469 minimal-ms	        20.1 upstream-ms	       103.3 x-minimal	         3.675 upstream-x-minimal	 2536964 B/op	   28227 allocs/op
 BenchmarkP5Throughput-2   	       1	6213647819 ns/op	      5735 admitfn-req/s	     29934 minimal-req/s	         0.5 x-minimal	583241024 B/op	 6433460 allocs/op
+BenchmarkL1Linear/10k-containers-2         	       3	 400000000 ns/op
+BenchmarkL1Linear/40k-containers-2         	       1	6400000000 ns/op
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
 PASS
 `
@@ -44,6 +46,7 @@ func TestSummary(t *testing.T) {
 		"P4 103 target <=3 FAIL",
 		"P5 0.5 target >=0.5 PASS",
 		"P6 n/a target <=64 FAIL",
+		"L1 16 target <=5 FAIL",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("summary\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
