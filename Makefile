@@ -76,7 +76,7 @@ policy-test: test-bin ## admitfn lint and admitfn test on every bundle under pol
 	$(TEST_BIN)/admitfn test policies
 
 e2e: e2e-deps test-bin ## admitfn behind a real kube-apiserver and etcd
-	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./e2e/
+	ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/
 
 e2e-deps: etcd kube-apiserver
 
@@ -97,7 +97,7 @@ lint: ## gofmt and go vet
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -race ./...
-	$(GO) vet -race -tags admitfn_upstream ./internal/perf/minimal
+	$(GO) vet -race -tags admitfn_upstream ./test/perf/minimal
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -19,13 +19,13 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/storetest"
-	"github.com/admitfn/admitfn/internal/syncbuf"
 	"github.com/admitfn/admitfn/reload"
 	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/gcsstore"
 	"github.com/admitfn/admitfn/store/s3store"
+	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 // bundle is a two-file bundle whose policy denies ConfigMap creation with

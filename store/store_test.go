@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/admitfn/admitfn/internal/storetest"
 	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/store/storetest"
 )
 
 func TestDirContract(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/internal/testbin"
+	"github.com/admitfn/admitfn/test/testbin"
 	"github.com/hashicorp/go-cty-funcs/filesystem"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"

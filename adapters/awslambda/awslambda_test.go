@@ -19,10 +19,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/lambdatest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden responses in testdata/")

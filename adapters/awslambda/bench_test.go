@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/admitfn/admitfn/internal/soak"
+	"github.com/admitfn/admitfn/test/soak"
 )
 
 // BenchmarkGoldenEvents: the example bundle's golden reviews served by the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/internal/lambdatest"
+	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
 )
 
 // fixture reads an event fixture as a map to edit.

@@ -20,7 +20,7 @@ import (
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/syncbuf"
+	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 // TestThroughTheFramework serves the examples through functions-framework-go's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/soak"
+	"github.com/admitfn/admitfn/test/soak"
 )
 
 // BenchmarkGoldenReviews: the handler serving the example bundle's golden

@@ -16,11 +16,11 @@ import (
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/internal/storetest"
 	"github.com/admitfn/admitfn/snapshot"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/gcsstore"
 	"github.com/admitfn/admitfn/store/s3store"
+	"github.com/admitfn/admitfn/store/storetest"
 )
 
 func admitfn(args ...string) (code int, stdout, stderr string) {

@@ -28,11 +28,11 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/internal/parallel"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/parallel"
 )
 
 // Errors a caller must answer with a failed call (an HTTP error status), so

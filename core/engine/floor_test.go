@@ -14,7 +14,7 @@ import (
 
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/perf"
+	"github.com/admitfn/admitfn/test/perf"
 )
 
 // The evaluation floor of P1 and P2 (docs/performance.md): the CEL the

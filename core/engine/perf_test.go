@@ -14,7 +14,7 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/perf"
+	"github.com/admitfn/admitfn/test/perf"
 )
 
 // The P1–P3 measures of docs/performance.md. Each benchmark has a subject

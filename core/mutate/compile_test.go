@@ -13,9 +13,9 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 
 	"github.com/admitfn/admitfn/core/mutate"
+	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/internal/testpolicies"
 )
 
 const podReview = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{

@@ -27,7 +27,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/admitfn/admitfn/internal/parallel"
+	"github.com/admitfn/admitfn/core/internal/parallel"
 )
 
 // The policy API versions the bundle accepts. v1beta1 and v1 of

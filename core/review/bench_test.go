@@ -3,7 +3,7 @@ package review
 import (
 	"testing"
 
-	"github.com/admitfn/admitfn/internal/perf"
+	"github.com/admitfn/admitfn/test/perf"
 )
 
 // BenchmarkDecode decodes the ~8 KB Pod review of the performance measures.

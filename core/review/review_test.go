@@ -123,7 +123,7 @@ func TestDecodePathsAgree(t *testing.T) {
 	if err != nil || len(files) < 10 {
 		t.Fatalf("%d golden requests: %v", len(files), err)
 	}
-	files = append(files, "../../policies/reviews/deployment-production.json", "../../internal/perf/testdata/pod-review.json")
+	files = append(files, "../../policies/reviews/deployment-production.json", "../../test/perf/testdata/pod-review.json")
 	for _, f := range files {
 		body, err := os.ReadFile(f)
 		if err != nil {
@@ -238,7 +238,7 @@ func TestDecodedRequestOwnsItsData(t *testing.T) {
 		t.Fatalf("%d golden requests: %v", len(files), err)
 	}
 	var bodies [][]byte
-	for _, f := range append(files, "../../internal/perf/testdata/pod-review.json") {
+	for _, f := range append(files, "../../test/perf/testdata/pod-review.json") {
 		body, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

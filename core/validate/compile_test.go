@@ -14,8 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/internal/testpolicies"
 )
 
 // Every ValidatingAdmissionPolicy of the repository (the example bundle, the

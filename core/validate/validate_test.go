@@ -48,11 +48,11 @@ func decode(t *testing.T) *review.Request {
 	return r
 }
 
-// decodePod is the Pod of the benchmarks (internal/perf), which the Pod
+// decodePod is the Pod of the benchmarks (test/perf), which the Pod
 // Security and library policies evaluate in full.
 func decodePod(t *testing.T) *review.Request {
 	t.Helper()
-	body, err := os.ReadFile("../../internal/perf/testdata/pod-review.json")
+	body, err := os.ReadFile("../../test/perf/testdata/pod-review.json")
 	if err != nil {
 		t.Fatal(err)
 	}

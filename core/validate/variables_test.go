@@ -22,8 +22,8 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/internal/testpolicies"
 )
 
 // A policy evaluation, condition set after condition set as upstream's

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/internal/lambdabuild"
-	"github.com/admitfn/admitfn/internal/lambdatest"
-	"github.com/admitfn/admitfn/internal/soak"
-	"github.com/admitfn/admitfn/internal/warmbench"
+	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
+	"github.com/admitfn/admitfn/hack/build/lambdabuild"
+	"github.com/admitfn/admitfn/test/perf/warmbench"
+	"github.com/admitfn/admitfn/test/soak"
 )
 
 // BenchmarkColdStart measures process exec → first answered invocation for

@@ -19,13 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/internal/cgrouptest"
-	"github.com/admitfn/admitfn/internal/lambdabuild"
-	"github.com/admitfn/admitfn/internal/lambdatest"
-	"github.com/admitfn/admitfn/internal/slowpolicy"
-	"github.com/admitfn/admitfn/internal/soak"
-	"github.com/admitfn/admitfn/internal/syncbuf"
-	"github.com/admitfn/admitfn/internal/testbin"
+	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
+	"github.com/admitfn/admitfn/core/policy/slowpolicy"
+	"github.com/admitfn/admitfn/hack/build/lambdabuild"
+	"github.com/admitfn/admitfn/test/cgrouptest"
+	"github.com/admitfn/admitfn/test/soak"
+	"github.com/admitfn/admitfn/test/syncbuf"
+	"github.com/admitfn/admitfn/test/testbin"
 )
 
 // bootstrap is the function built as `make lambda` builds it, for this

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/internal/lambdatest"
-	"github.com/admitfn/admitfn/internal/storetest"
+	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/s3store"
+	"github.com/admitfn/admitfn/store/storetest"
 )
 
 // A cold start while the bucket cannot be read is no init error: reviews

@@ -26,10 +26,10 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/internal/cgrouptest"
-	"github.com/admitfn/admitfn/internal/slowpolicy"
-	"github.com/admitfn/admitfn/internal/syncbuf"
-	"github.com/admitfn/admitfn/internal/testbin"
+	"github.com/admitfn/admitfn/core/policy/slowpolicy"
+	"github.com/admitfn/admitfn/test/cgrouptest"
+	"github.com/admitfn/admitfn/test/syncbuf"
+	"github.com/admitfn/admitfn/test/testbin"
 )
 
 const examples = "../../policies/examples"

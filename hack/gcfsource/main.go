@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/admitfn/admitfn/internal/gcfsource"
+	"github.com/admitfn/admitfn/hack/build/gcfsource"
 )
 
 func main() {

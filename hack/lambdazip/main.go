@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/admitfn/admitfn/internal/lambdabuild"
+	"github.com/admitfn/admitfn/hack/build/lambdabuild"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/admitfn/admitfn/internal/soak"
+	"github.com/admitfn/admitfn/test/soak"
 )
 
 func main() {

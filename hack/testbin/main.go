@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/admitfn/admitfn/internal/testbin"
+	"github.com/admitfn/admitfn/test/testbin"
 )
 
 func main() {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/internal/storetest"
 	"github.com/admitfn/admitfn/store"
 	"github.com/admitfn/admitfn/store/s3store"
+	"github.com/admitfn/admitfn/store/storetest"
 )
 
 func TestContract(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
-	"github.com/admitfn/admitfn/internal/syncbuf"
+	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 func TestConfigFromEnv(t *testing.T) {

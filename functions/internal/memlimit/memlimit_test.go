@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/admitfn/admitfn/internal/cgrouptest"
+	"github.com/admitfn/admitfn/test/cgrouptest"
 )
 
 // childEnv makes the test binary a child that prints what Cgroup reads and

@@ -2,7 +2,7 @@
 // k8s.io/kubernetes at the version admitfn tracks, with each staging module
 // replaced by its published release, as k8s.io/kubernetes cannot be required
 // directly otherwise. Every module admitfn's go.mod also requires is at
-// admitfn's version (internal/testbin checks it), so on a cold cache this
+// admitfn's version (test/testbin checks it), so on a cold cache this
 // build reuses what test-bin compiled instead of compiling it again.
 module github.com/admitfn/admitfn/hack/tools/kube-apiserver
 

@@ -1,0 +1,213 @@
+package perf_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/admitfn/admitfn/test/perf"
+	"github.com/admitfn/admitfn/test/soak"
+)
+
+// The P4–P6 measures of docs/performance.md run the server binary as a
+// process, built as `make build` builds it, beside the minimal server
+// (./minimal) as the baseline, and the minimal server linked with the
+// upstream packages admitfn's core reuses (./minimal built with the tag
+// admitfn_upstream) as the floor those packages set.
+
+// bins are the three binaries, built once per test binary.
+type bins struct{ server, minimal, upstream string }
+
+var (
+	buildOnce sync.Once
+	built     bins
+	binDir    string
+	buildErr  error
+)
+
+func binaries(tb testing.TB) bins {
+	tb.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "admitfn-perf-"); buildErr != nil {
+			return
+		}
+		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream")}
+		for _, b := range []struct{ bin, pkg, tags string }{
+			{built.server, "../../functions/server", ""},
+			{built.minimal, "./minimal", ""},
+			{built.upstream, "./minimal", "admitfn_upstream"},
+		} {
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+b.tags, "-o", b.bin, b.pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return built
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// bundle100 writes the 100-policy bundle of P4 and P6: the 20 policies of
+// Bundle20 and 80 generated ones that never match the Pod.
+func bundle100(tb testing.TB) string {
+	tb.Helper()
+	b20, err := perf.Bundle20(perf.RepoRoot())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	if err := perf.WriteDir(perf.Merge(b20, perf.Generated(80, 0)), dir); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func freePort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// coldStart execs bin serving policies and times it until its first answer
+// to the Pod review, then stops it.
+func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
+	tb.Helper()
+	addr := freePort(tb)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	cmd := exec.Command(bin, "-addr", addr, "-policies", policies, "-refresh-interval", "0")
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	for {
+		resp, err := client.Post("http://"+addr+"/validate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			if time.Since(began) > 30*time.Second {
+				tb.Fatalf("%s: no answer after 30s: %v", filepath.Base(bin), err)
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(began)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"allowed":true`)) {
+			tb.Fatalf("%s: HTTP %d: %s", filepath.Base(bin), resp.StatusCode, out)
+		}
+		return took
+	}
+}
+
+// BenchmarkP4ColdStart: process exec → first answered review, the server
+// loading the 100-policy bundle from a directory ÷ the minimal server, run
+// alternately; read x-minimal. The upstream floor runs with them: the
+// minimal server linked with the upstream packages admitfn's core reuses,
+// answering at once (upstream-x-minimal), which no server built on those
+// packages can beat.
+func BenchmarkP4ColdStart(b *testing.B) {
+	bin := binaries(b)
+	dir := bundle100(b)
+	body := perf.PodReview()
+	var admitfn, baseline, upstream time.Duration
+	for b.Loop() {
+		baseline += coldStart(b, bin.minimal, dir, body)
+		upstream += coldStart(b, bin.upstream, dir, body)
+		admitfn += coldStart(b, bin.server, dir, body)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(admitfn.Microseconds())/1000/n, "admitfn-ms")
+	b.ReportMetric(float64(baseline.Microseconds())/1000/n, "minimal-ms")
+	b.ReportMetric(float64(upstream.Microseconds())/1000/n, "upstream-ms")
+	b.ReportMetric(float64(admitfn)/float64(baseline), "x-minimal")
+	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
+}
+
+// BenchmarkP5Throughput: reviews per second of the server on loopback, 8
+// keep-alive clients sending the golden reviews of the example bundle (the
+// soak's load), ÷ the minimal server answering the same requests; read
+// x-minimal.
+func BenchmarkP5Throughput(b *testing.B) {
+	bin := binaries(b)
+	root := perf.RepoRoot()
+	examples := filepath.Join(root, "policies", "examples")
+	cases, err := soak.ExampleCases(filepath.Join(root, "adapters", "http", "testdata"), examples)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(bin string) float64 {
+		rep, err := soak.Run(context.Background(), soak.Config{Server: bin, Policies: examples, Cases: cases, Clients: 8, Duration: 3 * time.Second, Window: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Errors != 0 {
+			b.Fatalf("%s: %d errors: %v", filepath.Base(bin), rep.Errors, rep.FirstErrors)
+		}
+		return float64(rep.Requests) / rep.Elapsed.Seconds()
+	}
+	var admitfn, baseline float64
+	for b.Loop() {
+		baseline += run(bin.minimal)
+		admitfn += run(bin.server)
+	}
+	n := float64(b.N)
+	b.ReportMetric(admitfn/n, "admitfn-req/s")
+	b.ReportMetric(baseline/n, "minimal-req/s")
+	b.ReportMetric(admitfn/baseline, "x-minimal")
+}
+
+// BenchmarkP6Memory: the server's resident memory with the 100-policy
+// bundle loaded, after 10,000 reviews of the Pod from 4 keep-alive clients;
+// read rss-MiB. The upstream floor serves the same requests
+// (upstream-rss-MiB): the resident memory of a process linked with the
+// upstream packages admitfn's core reuses, before any policy.
+func BenchmarkP6Memory(b *testing.B) {
+	bin := binaries(b)
+	dir := bundle100(b)
+	cases := []soak.Case{{Name: "pod", Route: "/validate", Body: perf.PodReview()}}
+	run := func(server string) int64 {
+		rep, err := soak.Run(context.Background(), soak.Config{Server: server, Policies: dir, Cases: cases, Clients: 4, Requests: 10000, Duration: 10 * time.Minute, Window: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Errors != 0 || rep.Requests != 10000 {
+			b.Fatalf("%s: %d reviews, %d errors: %v", filepath.Base(server), rep.Requests, rep.Errors, rep.FirstErrors)
+		}
+		return rep.EndRSS
+	}
+	var rss, upstream int64
+	for b.Loop() {
+		upstream += run(bin.upstream)
+		rss += run(bin.server)
+	}
+	b.ReportMetric(float64(rss)/float64(b.N)/(1<<20), "rss-MiB")
+	b.ReportMetric(float64(upstream)/float64(b.N)/(1<<20), "upstream-rss-MiB")
+}
