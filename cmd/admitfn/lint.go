@@ -54,7 +54,7 @@ Exits 1 when a bundle does not load or has errors; warnings alone exit 0.
 			errorCount++
 			continue
 		}
-		for _, f := range lint.Bundle(b) {
+		for _, f := range lint.Set(b) {
 			line := f.String()
 			if f.Origin.File != "" {
 				line = filepath.Join(dir, line)

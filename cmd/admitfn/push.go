@@ -14,9 +14,9 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/snapshot"
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/anystore"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 )
 
 func pushCmd(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -25,7 +25,7 @@ func pushCmd(args []string, stdout, stderr io.Writer, getenv func(string) string
 	policies := fs.String("policies", "", "policy bundle directory (required)")
 	to := fs.String("to", "", "where to publish: s3://bucket/prefix, gs://bucket/prefix or a directory (required)")
 	signKey := fs.String("sign-key", "", "ed25519 private key (PKCS #8 PEM) to sign the manifest with")
-	expires := fs.Duration("expires", snapshot.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
+	expires := fs.Duration("expires", bundle.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
 	resign := fs.Bool("resign", false, "sign the manifest at -to again with a new serial and expiry, uploading nothing (needs -sign-key; with -policies, only if they are the bundle published there)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	output := fs.String("o", "text", "output format: text or json (the manifest)")
@@ -88,7 +88,7 @@ Flags:
 		if err != nil {
 			return err
 		}
-		if key, err = snapshot.ParsePrivateKey(data); err != nil {
+		if key, err = bundle.ParsePrivateKey(data); err != nil {
 			return fmt.Errorf("%s: %w", *signKey, err)
 		}
 	}
@@ -119,16 +119,16 @@ Flags:
 	if err != nil {
 		return err
 	}
-	opts := snapshot.PublishOptions{SignKey: key, Expiry: *expires}
-	var m *snapshot.Manifest
+	opts := bundle.PublishOptions{SignKey: key, Expiry: *expires}
+	var m *bundle.Manifest
 	if *resign {
 		id := ""
 		if sources != nil {
 			id = policy.ID(sources)
 		}
-		m, err = snapshot.Resign(ctx, bucket, id, opts)
+		m, err = bundle.Resign(ctx, bucket, id, opts)
 	} else {
-		m, err = snapshot.Publish(ctx, bucket, sources, opts)
+		m, err = bundle.Publish(ctx, bucket, sources, opts)
 	}
 	if err != nil {
 		return err
@@ -140,14 +140,14 @@ Flags:
 	}
 	signed := "unsigned"
 	if key != nil {
-		signed = "signed by key " + snapshot.KeyID(key.Public().(ed25519.PublicKey))
+		signed = "signed by key " + bundle.KeyID(key.Public().(ed25519.PublicKey))
 	}
 	stamp := fmt.Sprintf("serial %d", m.Serial)
 	if !m.Expires.IsZero() {
 		stamp += ", expires " + m.Expires.Format(time.RFC3339)
 	}
 	if *resign {
-		fmt.Fprintf(stdout, "re-signed bundle %s at %s: manifest %s, %s, %s\n", m.Bundle, loc, loc.Key(snapshot.ManifestKey), signed, stamp)
+		fmt.Fprintf(stdout, "re-signed bundle %s at %s: manifest %s, %s, %s\n", m.Bundle, loc, loc.Key(bundle.ManifestKey), signed, stamp)
 		return nil
 	}
 	for _, o := range m.Objects {
@@ -157,6 +157,6 @@ Flags:
 		}
 		fmt.Fprintf(stdout, "uploaded %s (%d bytes, sha256 %s%s)\n", loc.Key(o.Key), o.Size, o.SHA256[:12], v)
 	}
-	fmt.Fprintf(stdout, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(snapshot.ManifestKey), signed, stamp)
+	fmt.Fprintf(stdout, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(bundle.ManifestKey), signed, stamp)
 	return nil
 }

@@ -16,11 +16,11 @@ import (
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/snapshot"
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/s3store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 func admitfn(args ...string) (code int, stdout, stderr string) {
@@ -44,7 +44,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pub, err = snapshot.ParsePublicKeys(string(pubPEM)); err != nil || len(pub) != 1 {
+	if pub, err = bundle.ParsePublicKeys(string(pubPEM)); err != nil || len(pub) != 1 {
 		t.Fatalf("public key: %v", err)
 	}
 	if code, _, errOut := admitfn("keygen", "-out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting a key") {
@@ -69,7 +69,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	id := policy.ID(sources)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
-	snap, err := (&snapshot.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
+	snap, err := (&bundle.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 		t.Errorf("manifest expires in %v, want 240h", d)
 	}
 	stamp := fmt.Sprintf("serial %d, expires %s", snap.Serial, snap.Expires.Format(time.RFC3339))
-	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + snapshot.KeyID(pub[0]) + ", " + stamp
+	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + bundle.KeyID(pub[0]) + ", " + stamp
 	if len(lines) != 13 || last != wantLast || !strings.HasPrefix(lines[0], "uploaded prod/01-basic.yaml (") {
 		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
 	}
@@ -88,12 +88,12 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	// Re-signing writes the manifest only, with a higher serial, and only
 	// for the bundle published there.
 	code, out, errOut = admitfn("push", "-resign", "-sign-key", keyFile, "-to", to, "-policies", "../../policies/examples")
-	resigned, err := (&snapshot.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
+	resigned, err := (&bundle.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("re-signed bundle %s at %s: manifest prod/.admitfn/manifest.json, signed by key %s, serial %d, expires %s\n",
-		id, to, snapshot.KeyID(pub[0]), resigned.Serial, resigned.Expires.Format(time.RFC3339))
+		id, to, bundle.KeyID(pub[0]), resigned.Serial, resigned.Expires.Format(time.RFC3339))
 	if code != 0 || out != want || resigned.Serial <= snap.Serial || resigned.BundleID != id {
 		t.Errorf("push -resign: %d %q %q\nwant %q (serial above %d)", code, out, errOut, want, snap.Serial)
 	}
@@ -128,11 +128,11 @@ func TestPushToDirectory(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("push: %d %s %s", code, out, errOut)
 	}
-	var m snapshot.Manifest
-	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Kind != snapshot.ManifestKind || len(m.Objects) == 0 {
+	var m bundle.Manifest
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Kind != bundle.ManifestKind || len(m.Objects) == 0 {
 		t.Fatalf("-o json: %v %s", err, out)
 	}
-	snap, err := (&snapshot.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
+	snap, err := (&bundle.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
 	if err != nil || snap.BundleID != m.Bundle {
 		t.Fatalf("fetch: %v", err)
 	}

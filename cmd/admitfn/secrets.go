@@ -10,7 +10,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/functions/bundle"
 )
 
 func keygenCmd(args []string, stdout, stderr io.Writer) error {
@@ -40,7 +40,7 @@ Flags:
 	if err != nil {
 		return err
 	}
-	privPEM, pubPEM, err := snapshot.MarshalKeys(priv)
+	privPEM, pubPEM, err := bundle.MarshalKeys(priv)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ Flags:
 	if err := os.WriteFile(*out+".pub", pubPEM, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s and %s (key id %s)\n%s", *out, *out+".pub", snapshot.KeyID(priv.Public().(ed25519.PublicKey)), pubPEM)
+	fmt.Fprintf(stdout, "wrote %s and %s (key id %s)\n%s", *out, *out+".pub", bundle.KeyID(priv.Public().(ed25519.PublicKey)), pubPEM)
 	return nil
 }
 

@@ -57,7 +57,7 @@ var _ Reviewer = (*Engine)(nil)
 
 // Engine is a compiled bundle. It is immutable and safe for concurrent use.
 type Engine struct {
-	bundle     *policy.Bundle
+	bundle     *policy.Set
 	routes     map[policy.Route]*route
 	order      []*policy.Group
 	dispatcher *validate.Dispatcher
@@ -81,7 +81,7 @@ type Result struct {
 }
 
 // Load parses the bundle under dir in fsys and builds its engine.
-func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Bundle, error) {
+func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Set, error) {
 	b, err := policy.LoadFS(fsys, dir)
 	if err != nil {
 		return nil, nil, err
@@ -96,7 +96,7 @@ func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Bundle
 // New compiles every policy of b. A bundle with any compile error is rejected
 // as a whole: the error is a policy.Errors listing every problem as
 // "<file>: policy <name>: <field>: <CEL error>".
-func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
+func New(b *policy.Set, c *validate.Compiler) (*Engine, error) {
 	var errs policy.Errors
 	type compiled[E any] struct {
 		evaluator E
@@ -200,8 +200,8 @@ func New(b *policy.Bundle, c *validate.Compiler) (*Engine, error) {
 // BundleID identifies the bundle the engine serves.
 func (e *Engine) BundleID() string { return e.bundle.ID }
 
-// Bundle is the bundle the engine serves; callers must not modify it.
-func (e *Engine) Bundle() *policy.Bundle { return e.bundle }
+// Policies is the parsed bundle the engine serves; callers must not modify it.
+func (e *Engine) Policies() *policy.Set { return e.bundle }
 
 // Groups are the bundle's webhook groups: validating ones first, then
 // mutating ones, each type's default group first.
@@ -419,7 +419,7 @@ var builtinNamespaced = map[schema.GroupVersionKind]bool{
 // a kind's scope comes from the built-in table, else from its objects (all
 // namespaced or all cluster-scoped), else from bindings that give
 // paramRef.namespace; otherwise it is cluster-scoped.
-func paramStores(b *policy.Bundle) (map[schema.GroupVersionKind]*validate.ParamStore, policy.Errors) {
+func paramStores(b *policy.Set) (map[schema.GroupVersionKind]*validate.ParamStore, policy.Errors) {
 	byKind := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
 	for _, o := range b.Params {
 		gvk := o.GroupVersionKind()

@@ -68,7 +68,7 @@ func reviewBytes(ctx context.Context, e *Engine, body []byte) ([]byte, error) {
 // generated bundle's matching policies are the ones evaluated.
 func TestPerfFixtures(t *testing.T) {
 	e := bundle20(t)
-	if n := len(e.Bundle().Policies); n != 20 {
+	if n := len(e.Policies().Policies); n != 20 {
 		t.Fatalf("bundle has %d policies, want 20", n)
 	}
 	req := benchPod(t)

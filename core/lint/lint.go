@@ -51,8 +51,8 @@ func (f Finding) String() string {
 // each group is a webhook kube-apiserver calls on its own.
 const MaxGroups = 4
 
-// Bundle lints b.
-func Bundle(b *policy.Bundle) []Finding {
+// Set lints the parsed bundle b.
+func Set(b *policy.Set) []Finding {
 	mapper := restMapper(scheme.Scheme)
 	tc := &validating.TypeChecker{SchemaResolver: &builtins{scheme: scheme.Scheme, cache: map[schema.GroupVersionKind]*spec.Schema{}}, RestMapper: mapper}
 	var out []Finding

@@ -9,7 +9,7 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 )
 
-func bundle(t *testing.T, yaml string) *policy.Bundle {
+func bundle(t *testing.T, yaml string) *policy.Set {
 	t.Helper()
 	b, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(yaml)}})
 	if err != nil {
@@ -75,7 +75,7 @@ spec:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, f := range Bundle(bundle(t, tc.yaml)) {
+			for _, f := range Set(bundle(t, tc.yaml)) {
 				got = append(got, f.String())
 			}
 			if len(got) != len(tc.want) {
@@ -108,7 +108,7 @@ spec:
 	}
 	b := bundle(t, head+"  validations: [{expression: \"true\"}]\n---\n"+strings.Join(docs, "\n---\n")+"\n")
 	var got []string
-	for _, f := range Bundle(b) {
+	for _, f := range Set(b) {
 		got = append(got, f.String())
 	}
 	want := []string{"warning: bundle: the bindings' selectors, failure policies and reinvocation policies make 5 webhook groups: kube-apiserver calls the function once per matching group; bindings that share selectors share a group"}
@@ -130,7 +130,7 @@ func TestLibraryIsClean(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f := Bundle(b); len(f) > 0 {
+		if f := Set(b); len(f) > 0 {
 			t.Errorf("%s: %v", d.Name(), f)
 		}
 	}

@@ -164,7 +164,7 @@ func (gr *grouper) groups() []*Group {
 
 // Groups partitions the bundle's ValidatingAdmissionPolicyBindings. The
 // default group, if any, comes first; the others are ordered by ID.
-func (b *Bundle) Groups() []*Group {
+func (b *Set) Groups() []*Group {
 	gr := &grouper{typ: Validating, byID: map[string]*Group{}}
 	for _, binding := range b.Bindings {
 		p := b.Policy(binding.Spec.PolicyName)
@@ -180,7 +180,7 @@ func (b *Bundle) Groups() []*Group {
 // MutatingGroups partitions the bundle's MutatingAdmissionPolicyBindings the
 // same way, also by the policy's reinvocationPolicy, which a mutating
 // webhook carries once.
-func (b *Bundle) MutatingGroups() []*Group {
+func (b *Set) MutatingGroups() []*Group {
 	gr := &grouper{typ: Mutating, byID: map[string]*Group{}}
 	for _, binding := range b.MutatingBindings {
 		p := b.MutatingPolicy(binding.Spec.PolicyName)

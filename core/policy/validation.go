@@ -37,7 +37,7 @@ var (
 
 const maxAuditAnnotations = 20
 
-func (b *Bundle) validate() Errors {
+func (b *Set) validate() Errors {
 	var errs Errors
 	report := func(kind, what, name string, fe field.ErrorList) {
 		for _, e := range fe {

@@ -45,9 +45,9 @@ import (
 
 	"github.com/admitfn/admitfn/adapters/awslambda"
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
+	"github.com/admitfn/admitfn/functions/internal/startup"
 	"github.com/admitfn/admitfn/metrics"
 )
 
@@ -77,7 +77,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", fmt.Errorf("ADMITFN_TOKENS: %w", err))
 	}
-	cfg, err := bundle.ConfigFromEnv(getenv, filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies"))
+	cfg, err := startup.ConfigFromEnv(getenv, filepath.Join(getenv("LAMBDA_TASK_ROOT"), "policies"))
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
@@ -95,10 +95,10 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 			log.Info().Int("gomaxprocs", procs).Msg("invocations run on one P: the function has less than one vCPU")
 		}
 	}
-	rl, err := bundle.Start(context.Background(), cfg, log)
+	rl, err := startup.Start(context.Background(), cfg, log)
 	if err != nil {
 		errorType := "Runtime.BundleError"
-		if errors.Is(err, bundle.ErrConfig) {
+		if errors.Is(err, startup.ErrConfig) {
 			errorType = "Runtime.ConfigError"
 		}
 		log.Error().Err(err).Msg("cannot load the policy bundle")
@@ -106,13 +106,13 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	}
 	e := log.Info().Str("policies", cfg.Policies)
 	if eng := rl.Engine(); eng != nil {
-		policies, bindings := bundle.Counts(eng.Bundle())
+		policies, bindings := startup.Counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e = limit.Log(e)
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// One CloudWatch Embedded Metric Format line per review.
-	rec := metrics.NewEMF(log, bundle.Metrics(rl))
+	rec := metrics.NewEMF(log, startup.Metrics(rl))
 	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log), nil
 }
 

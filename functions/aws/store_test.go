@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/s3store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 // A cold start while the bucket cannot be read is no init error: reviews

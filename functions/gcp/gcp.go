@@ -38,9 +38,9 @@ import (
 
 	"github.com/admitfn/admitfn/adapters/gcf"
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/functions/internal/bundle"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
+	"github.com/admitfn/admitfn/functions/internal/startup"
 	"github.com/admitfn/admitfn/metrics"
 )
 
@@ -69,7 +69,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, fmt.Errorf("ADMITFN_TOKENS: %w", err)
 	}
-	cfg, err := bundle.ConfigFromEnv(getenv, defaultPolicies())
+	cfg, err := startup.ConfigFromEnv(getenv, defaultPolicies())
 	if err != nil {
 		return nil, err
 	}
@@ -79,19 +79,19 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	}
 	cfg.InitTimeout = 10 * time.Second
 	cfg.MemoryLimit = limit
-	rl, err := bundle.Start(context.Background(), cfg, log)
+	rl, err := startup.Start(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	e := log.Info().Str("policies", cfg.Policies)
 	if eng := rl.Engine(); eng != nil {
-		policies, bindings := bundle.Counts(eng.Bundle())
+		policies, bindings := startup.Counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e = limit.Log(e)
 	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// Metric fields in a log line per review, for log-based metrics.
-	rec := metrics.NewLogFields(log, bundle.Metrics(rl))
+	rec := metrics.NewLogFields(log, startup.Metrics(rl))
 	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 

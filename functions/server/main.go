@@ -23,11 +23,11 @@ import (
 	"github.com/rs/zerolog"
 
 	httpadapter "github.com/admitfn/admitfn/adapters/http"
-	"github.com/admitfn/admitfn/functions/internal/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
+	"github.com/admitfn/admitfn/functions/internal/startup"
 	"github.com/admitfn/admitfn/metrics/prommetrics"
-	"github.com/admitfn/admitfn/store/anystore"
 )
 
 func main() {
@@ -45,7 +45,7 @@ type config struct {
 	addr, tlsCert, tlsKey, logLevel string
 	readHeaderTimeout               time.Duration
 	maxConnections                  int
-	bundle                          bundle.Config
+	bundle                          startup.Config
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
 }
@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-max-connections must be at least 1, not %d", c.maxConnections)
 	}
 	var err error
-	if c.bundle.Interval, err = bundle.ParseInterval(*interval); err != nil {
+	if c.bundle.Interval, err = startup.ParseInterval(*interval); err != nil {
 		return c, err
 	}
 	storeOpts, err := anystore.OptionsFromEnv(getenv)
@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	cfg.bundle.MemoryLimit = limit
 	cfg.bundle.Background = true // rl.Run below
 
-	rl, err := bundle.Start(ctx, cfg.bundle, log)
+	rl, err := startup.Start(ctx, cfg.bundle, log)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	rec := prommetrics.New(bundle.Metrics(rl))
+	rec := prommetrics.New(startup.Metrics(rl))
 	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes)))
 	tcp, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	e := log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.bundle.Policies)
 	if eng := rl.Engine(); eng != nil {
-		policies, bindings := bundle.Counts(eng.Bundle())
+		policies, bindings := startup.Counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
 	e = limit.Log(e)

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/s3store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 func readyz(t *testing.T, addr string) (int, string) {

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 // The function built from the source zip reads its bundle from GCS (here

@@ -45,9 +45,9 @@ type Source struct {
 	Data []byte
 }
 
-// Bundle is a parsed, defaulted and statically valid set of policies. Order
+// Set is the parsed, defaulted and statically valid form of a bundle. Order
 // is file order (files sorted by name) then document order.
-type Bundle struct {
+type Set struct {
 	// ID is a digest of the sources: the same files give the same ID.
 	ID       string
 	Policies []*admissionregistrationv1.ValidatingAdmissionPolicy
@@ -116,7 +116,7 @@ func (e Errors) Error() string {
 // LoadFS reads every .yaml, .yml and .json file under dir in fsys (recursively,
 // skipping hidden files and directories, and test files) and parses them as
 // one bundle.
-func LoadFS(fsys fs.FS, dir string) (*Bundle, error) {
+func LoadFS(fsys fs.FS, dir string) (*Set, error) {
 	sources, err := ReadFS(fsys, dir)
 	if err != nil {
 		return nil, err
@@ -166,11 +166,11 @@ func IsTestFile(name string) bool {
 // Parse builds a bundle from sources. It returns Errors listing every problem
 // (decode errors, unknown kinds, invalid fields) rather than the first one.
 // CEL is compiled later, by the validate package.
-func Parse(sources []Source) (*Bundle, error) {
+func Parse(sources []Source) (*Set, error) {
 	sources = append([]Source(nil), sources...)
 	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
 
-	b := &Bundle{Origins: map[string]Origin{}, ID: ID(sources)}
+	b := &Set{Origins: map[string]Origin{}, ID: ID(sources)}
 	var errs Errors
 	type pendingParam struct {
 		obj    *unstructured.Unstructured
@@ -315,7 +315,7 @@ func decodeObject(obj *unstructured.Unstructured) object {
 
 // add adds a decoded policy or binding, unless one of its kind and name is
 // there already.
-func (b *Bundle) add(o object, origin Origin) error {
+func (b *Set) add(o object, origin Origin) error {
 	if o.err != nil {
 		return o.err
 	}
@@ -340,10 +340,10 @@ func (b *Bundle) add(o object, origin Origin) error {
 // Origin returns where the named policy or binding of kind
 // ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", …) was
 // defined.
-func (b *Bundle) Origin(kind, name string) Origin { return b.Origins[kind+"/"+name] }
+func (b *Set) Origin(kind, name string) Origin { return b.Origins[kind+"/"+name] }
 
 // Policy returns the ValidatingAdmissionPolicy with the given name, or nil.
-func (b *Bundle) Policy(name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+func (b *Set) Policy(name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	for _, p := range b.Policies {
 		if p.Name == name {
 			return p
@@ -354,7 +354,7 @@ func (b *Bundle) Policy(name string) *admissionregistrationv1.ValidatingAdmissio
 
 // MutatingPolicy returns the MutatingAdmissionPolicy with the given name, or
 // nil.
-func (b *Bundle) MutatingPolicy(name string) *admissionregistrationv1.MutatingAdmissionPolicy {
+func (b *Set) MutatingPolicy(name string) *admissionregistrationv1.MutatingAdmissionPolicy {
 	for _, p := range b.MutatingPolicies {
 		if p.Name == name {
 			return p
@@ -365,7 +365,7 @@ func (b *Bundle) MutatingPolicy(name string) *admissionregistrationv1.MutatingAd
 
 // ParamKinds lists the paramKind of every policy that has one, validating
 // policies first, in bundle order.
-func (b *Bundle) ParamKinds() []*admissionregistrationv1.ParamKind {
+func (b *Set) ParamKinds() []*admissionregistrationv1.ParamKind {
 	var out []*admissionregistrationv1.ParamKind
 	for _, p := range b.Policies {
 		if p.Spec.ParamKind != nil {
@@ -489,7 +489,7 @@ func ID(sources []Source) string {
 
 // ParamRefs lists every binding's paramRef with its policy's paramKind,
 // validating bindings first, in bundle order.
-func (b *Bundle) ParamRefs() []ParamUse {
+func (b *Set) ParamRefs() []ParamUse {
 	var out []ParamUse
 	for _, pb := range b.Bindings {
 		if p := b.Policy(pb.Spec.PolicyName); p != nil && p.Spec.ParamKind != nil && pb.Spec.ParamRef != nil {

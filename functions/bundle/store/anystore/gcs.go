@@ -5,8 +5,8 @@ package anystore
 import (
 	"context"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
 )
 
 func openGCS(ctx context.Context, loc store.Location) (store.Bucket, error) {

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 func TestDirContract(t *testing.T) {

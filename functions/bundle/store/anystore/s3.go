@@ -5,8 +5,8 @@ package anystore
 import (
 	"context"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
 )
 
 func openS3(ctx context.Context, loc store.Location, opts Options) (store.Bucket, error) {

@@ -1,4 +1,4 @@
-package snapshot
+package bundle
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 // ErrNotModified: the bundle is the one the caller already has.

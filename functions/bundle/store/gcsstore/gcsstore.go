@@ -16,7 +16,7 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 // Bucket is a prefix of a GCS bucket. Every object has a generation, so

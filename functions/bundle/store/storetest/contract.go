@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 // Contract checks that b behaves as store.Bucket promises. outside is a

@@ -22,7 +22,7 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/snapshot"
+	"github.com/admitfn/admitfn/functions/bundle"
 )
 
 // Defaults of Config.
@@ -39,7 +39,7 @@ const (
 
 // Config says where bundles come from and how often to look.
 type Config struct {
-	Fetcher *snapshot.Fetcher
+	Fetcher *bundle.Fetcher
 	// Compiler compiles bundles (validate.NewCompiler() when nil).
 	Compiler *validate.Compiler
 	// Interval between checks; a check happens on the first request after
@@ -77,7 +77,7 @@ type Config struct {
 // current is what serves reviews; it is replaced whole.
 type current struct {
 	engine   *engine.Engine
-	snap     *snapshot.Snapshot // nil for the fallback
+	snap     *bundle.Snapshot // nil for the fallback
 	loadedAt time.Time
 }
 
@@ -93,7 +93,7 @@ type Reloader struct {
 	next      time.Time     // no check before this
 	failures  int           // consecutive failed checks
 	total     int64         // failed checks since start
-	refused   int64         // of those, manifests refused (snapshot.Refused)
+	refused   int64         // of those, manifests refused (bundle.Refused)
 	lastErr   error
 	lastErrAt time.Time
 	lastCheck time.Time
@@ -295,13 +295,13 @@ func (r *Reloader) check(ctx context.Context) {
 	}
 	snap, err := r.cfg.Fetcher.Fetch(ctx, token)
 	if err == nil && prev != nil {
-		err = snapshot.Newer(prev.snap, snap)
+		err = bundle.Newer(prev.snap, snap)
 	}
 	var eng *engine.Engine
 	if err == nil {
 		eng, err = r.compile(snap)
 	}
-	if errors.Is(err, snapshot.ErrNotModified) {
+	if errors.Is(err, bundle.ErrNotModified) {
 		err = nil
 	}
 
@@ -340,7 +340,7 @@ func (r *Reloader) check(ctx context.Context) {
 	}
 }
 
-func (r *Reloader) compile(snap *snapshot.Snapshot) (*engine.Engine, error) {
+func (r *Reloader) compile(snap *bundle.Snapshot) (*engine.Engine, error) {
 	b, err := policy.Parse(snap.Sources)
 	if err != nil {
 		return nil, err
@@ -355,7 +355,7 @@ func (r *Reloader) failLocked(err error, now time.Time) {
 	r.failures++
 	r.total++
 	what := "check failed"
-	if snapshot.Refused(err) {
+	if bundle.Refused(err) {
 		// Whoever can write to the bucket can cause this; it is logged
 		// like any failure, but said plainly and counted apart.
 		r.refused++
@@ -407,7 +407,7 @@ type Status struct {
 	// Expires is when the serving manifest expires (zero: never).
 	Expires time.Time
 	// LoadErrors counts every failed check since start; Refused, those
-	// that refused a manifest (snapshot.Refused).
+	// that refused a manifest (bundle.Refused).
 	LoadErrors int64
 	Refused    int64
 }

@@ -1,8 +1,8 @@
-// Package bundle starts the policy bundle an entry point serves, the same
+// Package startup starts the policy bundle an entry point serves, the same
 // way on every platform: from the location in ADMITFN_POLICIES (a
 // directory, s3:// or gs://), verified, compiled and then kept fresh by a
 // reload.Reloader.
-package bundle
+package startup
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/reload"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/metrics"
-	"github.com/admitfn/admitfn/reload"
-	"github.com/admitfn/admitfn/snapshot"
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/anystore"
 )
 
 // EnvHelp documents the variables Config reads, for each entry point's
@@ -116,7 +116,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	keys, err := snapshot.ParsePublicKeys(c.PublicKey)
+	keys, err := bundle.ParsePublicKeys(c.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY: %w", ErrConfig, err)
 	}
@@ -140,7 +140,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 	})
 	cfg := reload.Config{
-		Fetcher:          &snapshot.Fetcher{Bucket: bucket, Keys: keys},
+		Fetcher:          &bundle.Fetcher{Bucket: bucket, Keys: keys},
 		Compiler:         compiler,
 		Interval:         c.Interval,
 		Background:       c.Background,
@@ -154,7 +154,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			debug.FreeOSMemory()
 			gc.fit(log)
-			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Bundle().MutatingPolicies, mutate.NeedsSchema) {
+			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema) {
 				// engine.New left the parse of client-go's schema running in
 				// the background; its garbage goes back when it is done, and
 				// what it keeps is live.
@@ -278,7 +278,7 @@ func logGroups(eng *engine.Engine, log zerolog.Logger) {
 }
 
 // Counts are the bundle's sizes for a start-up log line.
-func Counts(b *policy.Bundle) (policies, bindings int) {
+func Counts(b *policy.Set) (policies, bindings int) {
 	return len(b.Policies) + len(b.MutatingPolicies), len(b.Bindings) + len(b.MutatingBindings)
 }
 

@@ -1,9 +1,9 @@
-// Package snapshot publishes policy bundles to a store as consistent
+// Package bundle publishes policy bundles to a store as consistent
 // snapshots and fetches them back: the objects first, then a manifest,
 // written last, that names each object by key, size, sha256 and version, and
 // may be signed with ed25519. A reader that follows the manifest never sees
 // half of an upload.
-package snapshot
+package bundle
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 // ManifestKey is where the manifest lives under the bundle's prefix. Its

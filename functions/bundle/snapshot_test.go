@@ -1,4 +1,4 @@
-package snapshot_test
+package bundle_test
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/snapshot"
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 var bundleA = []policy.Source{
@@ -38,9 +38,9 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 
 func pub(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
 
-func publish(t *testing.T, b store.Bucket, sources []policy.Source, key ed25519.PrivateKey) *snapshot.Manifest {
+func publish(t *testing.T, b store.Bucket, sources []policy.Source, key ed25519.PrivateKey) *bundle.Manifest {
 	t.Helper()
-	m, err := snapshot.Publish(context.Background(), b, sources, snapshot.PublishOptions{SignKey: key, Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)})
+	m, err := bundle.Publish(context.Background(), b, sources, bundle.PublishOptions{SignKey: key, Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestPublishThenFetch(t *testing.T) {
 	dir := t.TempDir()
 	b := store.NewDir(dir)
 	m := publish(t, b, bundleA, nil)
-	want := []snapshot.ManifestObject{{Key: "a.yaml", Size: 8, SHA256: sha("kind: A\n")}, {Key: "nested/b.json", Size: 12, SHA256: sha(`{"kind":"B"}`)}}
-	if m.Bundle != policy.ID(bundleA) || !reflect.DeepEqual(m.Objects, want) || m.APIVersion != snapshot.ManifestAPIVersion || m.Kind != snapshot.ManifestKind {
+	want := []bundle.ManifestObject{{Key: "a.yaml", Size: 8, SHA256: sha("kind: A\n")}, {Key: "nested/b.json", Size: 12, SHA256: sha(`{"kind":"B"}`)}}
+	if m.Bundle != policy.ID(bundleA) || !reflect.DeepEqual(m.Objects, want) || m.APIVersion != bundle.ManifestAPIVersion || m.Kind != bundle.ManifestKind {
 		t.Fatalf("manifest %+v", m)
 	}
-	f := &snapshot.Fetcher{Bucket: b}
+	f := &bundle.Fetcher{Bucket: b}
 	snap, err := f.Fetch(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -63,22 +63,22 @@ func TestPublishThenFetch(t *testing.T) {
 	if !reflect.DeepEqual(snap.Sources, bundleA) || snap.BundleID != m.Bundle || !snap.Manifested || !snap.Created.Equal(m.Created) || snap.Token == "" {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, bundle.ErrNotModified) {
 		t.Fatalf("fetch with the current token: %v, want ErrNotModified", err)
 	}
 
 	// Objects changed without a new manifest: the manifest still holds,
 	// and the objects no longer match it.
 	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("kind: C\n"), 0o644)
-	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+	if _, err := f.Fetch(context.Background(), snap.Token); !errors.Is(err, bundle.ErrNotModified) {
 		t.Fatalf("objects changed, manifest not: %v, want ErrNotModified", err)
 	}
 	_, err = f.Fetch(context.Background(), "")
-	if !errors.Is(err, snapshot.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: sha256 "+sha("kind: C\n")+", manifest says "+sha("kind: A\n") {
+	if !errors.Is(err, bundle.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: sha256 "+sha("kind: C\n")+", manifest says "+sha("kind: A\n") {
 		t.Fatalf("changed object: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("kind: AA\n"), 0o644)
-	if _, err := f.Fetch(context.Background(), ""); !errors.Is(err, snapshot.ErrIntegrity) || !strings.Contains(err.Error(), "9 bytes, manifest says 8") {
+	if _, err := f.Fetch(context.Background(), ""); !errors.Is(err, bundle.ErrIntegrity) || !strings.Contains(err.Error(), "9 bytes, manifest says 8") {
 		t.Fatalf("resized object: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "a.yaml"))
@@ -99,34 +99,34 @@ func TestSignatures(t *testing.T) {
 
 	publish(t, b, bundleA, signer)
 	for _, keys := range [][]ed25519.PublicKey{{pub(signer)}, {pub(other), pub(signer)}} {
-		if _, err := (&snapshot.Fetcher{Bucket: b, Keys: keys}).Fetch(ctx, ""); err != nil {
+		if _, err := (&bundle.Fetcher{Bucket: b, Keys: keys}).Fetch(ctx, ""); err != nil {
 			t.Fatalf("signed bundle, keys %d: %v", len(keys), err)
 		}
 	}
-	_, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(other)}}).Fetch(ctx, "")
-	if !errors.Is(err, snapshot.ErrBadSignature) || err.Error() != ".admitfn/manifest.json: bundle signature does not verify (signed by key "+snapshot.KeyID(pub(signer))+")" {
+	_, err := (&bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(other)}}).Fetch(ctx, "")
+	if !errors.Is(err, bundle.ErrBadSignature) || err.Error() != ".admitfn/manifest.json: bundle signature does not verify (signed by key "+bundle.KeyID(pub(signer))+")" {
 		t.Fatalf("signed by another key: %v", err)
 	}
 
 	// One changed byte of the manifest breaks the signature.
-	raw, _, _ := b.Get(ctx, snapshot.ManifestKey, "")
-	b.Put(ctx, snapshot.ManifestKey, bytes.Replace(raw, []byte(`"size": 8`), []byte(`"size": 9`), 1), "")
-	if _, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrBadSignature) {
+	raw, _, _ := b.Get(ctx, bundle.ManifestKey, "")
+	b.Put(ctx, bundle.ManifestKey, bytes.Replace(raw, []byte(`"size": 8`), []byte(`"size": 9`), 1), "")
+	if _, err := (&bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrBadSignature) {
 		t.Fatalf("tampered manifest: %v", err)
 	}
 
 	publish(t, b, bundleA, nil)
-	if _, err := (&snapshot.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrUnsigned) {
+	if _, err := (&bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrUnsigned) {
 		t.Fatalf("unsigned bundle with a key: %v", err)
 	}
-	if _, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil {
+	if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil {
 		t.Fatalf("unsigned bundle without a key: %v", err)
 	}
 
 	bare := store.NewDir(t.TempDir())
 	bare.Put(ctx, "a.yaml", []byte("kind: A\n"), "")
-	_, err = (&snapshot.Fetcher{Bucket: bare, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, "")
-	if !errors.Is(err, snapshot.ErrUnsigned) || err.Error() != "no manifest: bundle is not signed (a public key is configured, so only signed bundles load)" {
+	_, err = (&bundle.Fetcher{Bucket: bare, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, "")
+	if !errors.Is(err, bundle.ErrUnsigned) || err.Error() != "no manifest: bundle is not signed (a public key is configured, so only signed bundles load)" {
 		t.Fatalf("no manifest with a key: %v", err)
 	}
 }
@@ -157,9 +157,9 @@ func TestInvalidManifests(t *testing.T) {
 			if strings.HasPrefix(env, `{"apiVersion"`) {
 				env = `{"manifest":` + env + `}`
 			}
-			b.Put(ctx, snapshot.ManifestKey, []byte(env), "")
-			_, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
-			if !errors.Is(err, snapshot.ErrInvalidManifest) || !strings.Contains(err.Error(), tc.want) {
+			b.Put(ctx, bundle.ManifestKey, []byte(env), "")
+			_, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+			if !errors.Is(err, bundle.ErrInvalidManifest) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want ErrInvalidManifest with %q", err, tc.want)
 			}
 		})
@@ -172,10 +172,10 @@ func TestBundleIDMismatch(t *testing.T) {
 	ctx := context.Background()
 	b := store.NewDir(t.TempDir())
 	m := publish(t, b, bundleA, nil)
-	raw, _, _ := b.Get(ctx, snapshot.ManifestKey, "")
-	b.Put(ctx, snapshot.ManifestKey, bytes.Replace(raw, []byte(m.Bundle), []byte("0123456789abcdef"), 1), "")
-	_, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
-	if !errors.Is(err, snapshot.ErrIntegrity) || err.Error() != "bundle object does not match its manifest: the objects make bundle "+m.Bundle+", manifest says 0123456789abcdef" {
+	raw, _, _ := b.Get(ctx, bundle.ManifestKey, "")
+	b.Put(ctx, bundle.ManifestKey, bytes.Replace(raw, []byte(m.Bundle), []byte("0123456789abcdef"), 1), "")
+	_, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+	if !errors.Is(err, bundle.ErrIntegrity) || err.Error() != "bundle object does not match its manifest: the objects make bundle "+m.Bundle+", manifest says 0123456789abcdef" {
 		t.Fatalf("error %v", err)
 	}
 }
@@ -192,8 +192,8 @@ func TestManifestWithoutBundleID(t *testing.T) {
 		sum := sha256.Sum256(s.Data)
 		objects = append(objects, fmt.Sprintf(`{"key":%q,"size":%d,"sha256":"%x"}`, s.Name, len(s.Data), sum))
 	}
-	b.Put(ctx, snapshot.ManifestKey, []byte(`{"manifest":{"apiVersion":"admitfn.io/v1alpha1","kind":"BundleManifest","objects":[`+strings.Join(objects, ",")+`]}}`), "")
-	snap, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, "")
+	b.Put(ctx, bundle.ManifestKey, []byte(`{"manifest":{"apiVersion":"admitfn.io/v1alpha1","kind":"BundleManifest","objects":[`+strings.Join(objects, ",")+`]}}`), "")
+	snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestManifestWithoutBundleID(t *testing.T) {
 	}
 	// A changed byte still fails its digest.
 	b.Put(ctx, "a.yaml", []byte("kind: X\n"), "")
-	if _, err := (&snapshot.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrIntegrity) {
+	if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) {
 		t.Fatalf("changed object: %v", err)
 	}
 }
@@ -216,7 +216,7 @@ func TestWithoutManifest(t *testing.T) {
 	} {
 		b.Put(ctx, name, []byte(data), "")
 	}
-	f := &snapshot.Fetcher{Bucket: b}
+	f := &bundle.Fetcher{Bucket: b}
 	snap, err := f.Fetch(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestWithoutManifest(t *testing.T) {
 	if !reflect.DeepEqual(snap.Sources, bundleA) || snap.Manifested || snap.BundleID != policy.ID(bundleA) || !strings.HasPrefix(snap.Token, "list:") {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	if _, err := f.Fetch(ctx, snap.Token); !errors.Is(err, snapshot.ErrNotModified) {
+	if _, err := f.Fetch(ctx, snap.Token); !errors.Is(err, bundle.ErrNotModified) {
 		t.Fatalf("unchanged listing: %v", err)
 	}
 	b.Put(ctx, "a.yaml", []byte("kind: AB\n"), "")
@@ -239,32 +239,32 @@ func TestWithoutManifest(t *testing.T) {
 		t.Fatalf("after publishing: %+v %v", snap3, err)
 	}
 
-	if _, err := (&snapshot.Fetcher{Bucket: store.NewDir(t.TempDir())}).Fetch(ctx, ""); !errors.Is(err, snapshot.ErrEmpty) {
+	if _, err := (&bundle.Fetcher{Bucket: store.NewDir(t.TempDir())}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrEmpty) {
 		t.Fatalf("empty location: %v", err)
 	}
 }
 
 func TestKeys(t *testing.T) {
 	k1, k2 := newKey(t), newKey(t)
-	priv1, pub1, err := snapshot.MarshalKeys(k1)
+	priv1, pub1, err := bundle.MarshalKeys(k1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, pub2, _ := snapshot.MarshalKeys(k2)
-	back, err := snapshot.ParsePrivateKey(priv1)
+	_, pub2, _ := bundle.MarshalKeys(k2)
+	back, err := bundle.ParsePrivateKey(priv1)
 	if err != nil || !back.Equal(k1) {
 		t.Fatalf("private key round trip: %v", err)
 	}
-	keys, err := snapshot.ParsePublicKeys(string(pub1) + "\n" + string(pub2))
+	keys, err := bundle.ParsePublicKeys(string(pub1) + "\n" + string(pub2))
 	if err != nil || len(keys) != 2 || !keys[0].Equal(pub(k1)) || !keys[1].Equal(pub(k2)) {
 		t.Fatalf("PEM keys: %v %v", keys, err)
 	}
 	b64 := base64.StdEncoding.EncodeToString(pub(k1)) + ", " + base64.StdEncoding.EncodeToString(pub(k2))
-	keys, err = snapshot.ParsePublicKeys(b64)
+	keys, err = bundle.ParsePublicKeys(b64)
 	if err != nil || len(keys) != 2 || !keys[1].Equal(pub(k2)) {
 		t.Fatalf("base64 keys: %v %v", keys, err)
 	}
-	if keys, err := snapshot.ParsePublicKeys("  "); err != nil || keys != nil {
+	if keys, err := bundle.ParsePublicKeys("  "); err != nil || keys != nil {
 		t.Fatalf("no keys: %v %v", keys, err)
 	}
 	for in, want := range map[string]string{
@@ -272,11 +272,11 @@ func TestKeys(t *testing.T) {
 		string(priv1):                  `public key: PEM block "PRIVATE KEY": want PUBLIC KEY`,
 		string(pub1) + "trailing text": "public key: text outside PEM blocks",
 	} {
-		if _, err := snapshot.ParsePublicKeys(in); err == nil || err.Error() != want {
+		if _, err := bundle.ParsePublicKeys(in); err == nil || err.Error() != want {
 			t.Errorf("ParsePublicKeys(%.20q): %v, want %q", in, err, want)
 		}
 	}
-	if _, err := snapshot.ParsePrivateKey(pub1); err == nil || err.Error() != "signing key: want a PEM PRIVATE KEY block (PKCS #8)" {
+	if _, err := bundle.ParsePrivateKey(pub1); err == nil || err.Error() != "signing key: want a PEM PRIVATE KEY block (PKCS #8)" {
 		t.Errorf("ParsePrivateKey(public key): %v", err)
 	}
 }

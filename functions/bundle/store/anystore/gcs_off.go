@@ -5,7 +5,7 @@ package anystore
 import (
 	"context"
 
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 func openGCS(_ context.Context, loc store.Location) (store.Bucket, error) {

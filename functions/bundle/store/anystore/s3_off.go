@@ -5,7 +5,7 @@ package anystore
 import (
 	"context"
 
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 func openS3(_ context.Context, loc store.Location, _ Options) (store.Bucket, error) {

@@ -19,18 +19,18 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/reload"
-	"github.com/admitfn/admitfn/snapshot"
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/s3store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/reload"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
-// bundle is a two-file bundle whose policy denies ConfigMap creation with
+// sources is a two-file bundle whose policy denies ConfigMap creation with
 // the message "bundle <tag>", so each review shows which bundle served it.
-func bundle(tag string) []policy.Source {
+func sources(tag string) []policy.Source {
 	return []policy.Source{
 		{Name: "policy.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -52,7 +52,7 @@ spec: {policyName: tag, validationActions: [Deny]}
 
 // broken compiles to nothing: its expression is not CEL.
 func broken() []policy.Source {
-	b := bundle("broken")
+	b := sources("broken")
 	b[0].Data = bytes.Replace(b[0].Data, []byte(`expression: "false"`), []byte(`expression: "1 +"`), 1)
 	return b
 }
@@ -159,7 +159,7 @@ type fixture struct {
 func newFixture(t *testing.T, b *backend, tweak func(*reload.Config)) *fixture {
 	f := &fixture{t: t, b: b, clock: &clock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}, logs: &syncbuf.Buffer{}}
 	cfg := reload.Config{
-		Fetcher:  &snapshot.Fetcher{Bucket: b.proxied},
+		Fetcher:  &bundle.Fetcher{Bucket: b.proxied},
 		Interval: interval,
 		// Requests wait for the checks they trigger, so the tests see each
 		// check's outcome on the request that triggered it.
@@ -178,7 +178,7 @@ func newFixture(t *testing.T, b *backend, tweak func(*reload.Config)) *fixture {
 
 func (f *fixture) publish(sources []policy.Source, key ed25519.PrivateKey) {
 	f.t.Helper()
-	if _, err := snapshot.Publish(context.Background(), f.b.direct, sources, snapshot.PublishOptions{SignKey: key, Now: f.clock.Now()}); err != nil {
+	if _, err := bundle.Publish(context.Background(), f.b.direct, sources, bundle.PublishOptions{SignKey: key, Now: f.clock.Now()}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -237,10 +237,10 @@ func eachBackend(t *testing.T, test func(t *testing.T, b *backend)) {
 func TestNewBundleServedWithinIntervalPlusJitter(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
 		f.served("A")
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		f.clock.Advance(interval + jitter - time.Millisecond)
 		f.served("A") // not yet due: no request to the store
 		before := b.proxy.Requests()
@@ -250,7 +250,7 @@ func TestNewBundleServedWithinIntervalPlusJitter(t *testing.T) {
 		}
 		f.clock.Advance(time.Millisecond)
 		f.served("B")
-		if s := f.r.Status(); s.BundleID != policy.ID(bundle("B")) || s.LastError != nil || s.Fallback {
+		if s := f.r.Status(); s.BundleID != policy.ID(sources("B")) || s.LastError != nil || s.Fallback {
 			t.Errorf("status %+v", s)
 		}
 		// An unchanged bundle is a conditional request and no reload.
@@ -264,7 +264,7 @@ func TestNewBundleServedWithinIntervalPlusJitter(t *testing.T) {
 func TestStoreStoppedAndRestarted(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
 		b.server.Stop()
 		f.servedAcrossChecks("A", 3)
@@ -272,11 +272,11 @@ func TestStoreStoppedAndRestarted(t *testing.T) {
 			t.Errorf("last error %v, %d failures logged (want 1):\n%s", f.lastError(), f.failures(), f.logs)
 		}
 		ready, detail := f.r.Ready()
-		if !ready || !strings.HasPrefix(detail, "ok: bundle "+policy.ID(bundle("A"))+" from "+b.direct.Location()) || !strings.Contains(detail, "\nlast check failed (3 in a row") {
+		if !ready || !strings.HasPrefix(detail, "ok: bundle "+policy.ID(sources("A"))+" from "+b.direct.Location()) || !strings.Contains(detail, "\nlast check failed (3 in a row") {
 			t.Errorf("readyz %v %q", ready, detail)
 		}
 		b.server.Start()
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		f.clock.Advance(interval + jitter)
 		f.served("B")
 		if f.lastError() != nil || !strings.Contains(f.logs.String(), `"message":"policy store checks succeed again"`) {
@@ -288,9 +288,9 @@ func TestStoreStoppedAndRestarted(t *testing.T) {
 func TestStoreErrorsAndSlowAnswers(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, func(c *reload.Config) { c.Wait = 200 * time.Millisecond; c.CheckTimeout = 3 * time.Second })
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 
 		b.proxy.Set(storetest.Fail500)
 		for range 3 {
@@ -342,23 +342,23 @@ func waitIdle(t *testing.T, r *reload.Reloader) {
 func TestDigestMismatch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
 		// Bundle B's manifest says something else of one of its objects.
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		ctx := context.Background()
-		raw, _, err := b.direct.Get(ctx, snapshot.ManifestKey, "")
+		raw, _, err := b.direct.Get(ctx, bundle.ManifestKey, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := sha256.Sum256(bundle("B")[0].Data)
+		sum := sha256.Sum256(sources("B")[0].Data)
 		tampered := bytes.Replace(raw, []byte(hex.EncodeToString(sum[:])), []byte(strings.Repeat("0", 64)), 1)
 		if bytes.Equal(tampered, raw) {
 			t.Fatal("no digest to tamper with")
 		}
-		b.direct.Put(ctx, snapshot.ManifestKey, tampered, "application/json")
+		b.direct.Put(ctx, bundle.ManifestKey, tampered, "application/json")
 		f.servedAcrossChecks("A", 2)
-		if !errors.Is(f.lastError(), snapshot.ErrIntegrity) || f.lastError().Error() != "policy.yaml: bundle object does not match its manifest: sha256 "+hex.EncodeToString(sum[:])+", manifest says "+strings.Repeat("0", 64) || f.failures() != 1 {
+		if !errors.Is(f.lastError(), bundle.ErrIntegrity) || f.lastError().Error() != "policy.yaml: bundle object does not match its manifest: sha256 "+hex.EncodeToString(sum[:])+", manifest says "+strings.Repeat("0", 64) || f.failures() != 1 {
 			t.Fatalf("last error %v, %d failures logged", f.lastError(), f.failures())
 		}
 	})
@@ -369,19 +369,19 @@ func TestSignatures(t *testing.T) {
 		_, good, _ := ed25519.GenerateKey(rand.Reader)
 		_, bad, _ := ed25519.GenerateKey(rand.Reader)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{good.Public().(ed25519.PublicKey)} })
-		f.publish(bundle("A"), good)
+		f.publish(sources("A"), good)
 		f.load()
-		f.publish(bundle("B"), bad)
+		f.publish(sources("B"), bad)
 		f.servedAcrossChecks("A", 2)
-		if !errors.Is(f.lastError(), snapshot.ErrBadSignature) {
+		if !errors.Is(f.lastError(), bundle.ErrBadSignature) {
 			t.Fatalf("signed by another key: %v", f.lastError())
 		}
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		f.servedAcrossChecks("A", 2)
-		if !errors.Is(f.lastError(), snapshot.ErrUnsigned) || f.failures() != 2 {
+		if !errors.Is(f.lastError(), bundle.ErrUnsigned) || f.failures() != 2 {
 			t.Fatalf("unsigned: %v, %d failures logged", f.lastError(), f.failures())
 		}
-		f.publish(bundle("B"), good)
+		f.publish(sources("B"), good)
 		f.clock.Advance(interval + jitter)
 		f.served("B")
 	})
@@ -390,9 +390,9 @@ func TestSignatures(t *testing.T) {
 func TestObjectsUploadedWithoutManifest(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
-		for _, s := range bundle("B") {
+		for _, s := range sources("B") {
 			b.direct.Put(context.Background(), s.Name, s.Data, "application/yaml")
 		}
 		f.servedAcrossChecks("A", 3)
@@ -408,7 +408,7 @@ func TestObjectsUploadedWithoutManifest(t *testing.T) {
 				t.Fatalf("cold start on a versioned store: %v", err)
 			}
 			cold.served("A")
-		} else if !errors.Is(err, snapshot.ErrIntegrity) && !errors.Is(err, store.ErrNotFound) {
+		} else if !errors.Is(err, bundle.ErrIntegrity) && !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("cold start on an unversioned store: %v, want a refusal", err)
 		}
 	})
@@ -417,9 +417,9 @@ func TestObjectsUploadedWithoutManifest(t *testing.T) {
 func TestObjectDeleted(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		b.delete("bindings/binding.yaml")
 		if b.versioned {
 			// The manifest's version survives the delete marker.
@@ -439,7 +439,7 @@ func TestObjectDeleted(t *testing.T) {
 func TestCompileError(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		f := newFixture(t, b, nil)
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		f.load()
 		f.publish(broken(), nil)
 		f.servedAcrossChecks("A", 3)
@@ -447,7 +447,7 @@ func TestCompileError(t *testing.T) {
 		if !errors.As(f.lastError(), &errs) || !strings.HasPrefix(errs.Error(), "1 error(s) in policy bundle:\n  policy.yaml: policy tag: spec.validations[0].expression: compilation failed") || f.failures() != 1 {
 			t.Fatalf("last error %v, %d failures logged", f.lastError(), f.failures())
 		}
-		f.publish(bundle("B"), nil)
+		f.publish(sources("B"), nil)
 		f.clock.Advance(interval + jitter)
 		f.served("B")
 	})
@@ -457,7 +457,7 @@ func TestColdStartWithStoreDown(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		// The GCS client retries a 500 until its deadline.
 		f := newFixture(t, b, func(c *reload.Config) { c.CheckTimeout = time.Second })
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		b.proxy.Set(storetest.Fail500)
 		if err := f.r.Load(context.Background()); err == nil {
 			t.Fatal("load from a failing store succeeded")
@@ -488,7 +488,7 @@ func TestColdStartWithStoreDown(t *testing.T) {
 
 func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		fb, err := policy.Parse(bundle("fallback"))
+		fb, err := policy.Parse(sources("fallback"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +497,7 @@ func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := newFixture(t, b, func(c *reload.Config) { c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
-		f.publish(bundle("A"), nil)
+		f.publish(sources("A"), nil)
 		b.server.Stop()
 		if err := f.r.Load(context.Background()); err == nil {
 			t.Fatal("load from a stopped store succeeded")
@@ -511,7 +511,7 @@ func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 		b.server.Start()
 		f.clock.Advance(2 * time.Second)
 		f.served("A")
-		if s := f.r.Status(); s.Fallback || s.BundleID != policy.ID(bundle("A")) {
+		if s := f.r.Status(); s.Fallback || s.BundleID != policy.ID(sources("A")) {
 			t.Errorf("status %+v", s)
 		}
 	})
@@ -530,7 +530,7 @@ func renamed(sources []policy.Source, dir string) []policy.Source {
 
 func (f *fixture) manifest() []byte {
 	f.t.Helper()
-	raw, _, err := f.b.direct.Get(context.Background(), snapshot.ManifestKey, "")
+	raw, _, err := f.b.direct.Get(context.Background(), bundle.ManifestKey, "")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -539,7 +539,7 @@ func (f *fixture) manifest() []byte {
 
 func (f *fixture) putManifest(raw []byte) {
 	f.t.Helper()
-	if _, err := f.b.direct.Put(context.Background(), snapshot.ManifestKey, raw, "application/json"); err != nil {
+	if _, err := f.b.direct.Put(context.Background(), bundle.ManifestKey, raw, "application/json"); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -551,27 +551,27 @@ func TestRollbackRefused(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
-		f.publish(renamed(bundle("A"), "a"), key)
+		f.publish(renamed(sources("A"), "a"), key)
 		f.load()
 		f.served("A")
 		old := f.manifest()
 
 		f.clock.Advance(time.Minute)
-		f.publish(renamed(bundle("B"), "b"), key)
+		f.publish(renamed(sources("B"), "b"), key)
 		f.clock.Advance(interval + jitter)
 		f.served("B")
 
 		f.putManifest(old)
 		f.servedAcrossChecks("B", 3)
 		err := f.lastError()
-		if !errors.Is(err, snapshot.ErrRollback) || !strings.HasPrefix(err.Error(), "bundle manifest is not newer than the one serving: serial ") {
+		if !errors.Is(err, bundle.ErrRollback) || !strings.HasPrefix(err.Error(), "bundle manifest is not newer than the one serving: serial ") {
 			t.Fatalf("rolled back manifest: %v\nlogs:\n%s", err, f.logs)
 		}
 		if f.refusals() != 1 || f.r.Status().Refused != 3 {
 			t.Fatalf("%d refusals logged (want 1), %d counted (want 3):\n%s", f.refusals(), f.r.Status().Refused, f.logs)
 		}
 		// A new bundle loads after the refusal.
-		f.publish(renamed(bundle("C"), "c"), key)
+		f.publish(renamed(sources("C"), "c"), key)
 		f.clock.Advance(interval + jitter)
 		f.served("C")
 		if f.lastError() != nil {
@@ -586,21 +586,21 @@ func TestManifestOfAnotherLocationRefused(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
-		f.publish(bundle("A"), key)
+		f.publish(sources("A"), key)
 		f.load()
 
 		staging := b.at("staging")
-		if _, err := snapshot.Publish(context.Background(), staging, bundle("S"), snapshot.PublishOptions{SignKey: key, Now: f.clock.Now().Add(time.Hour)}); err != nil {
+		if _, err := bundle.Publish(context.Background(), staging, sources("S"), bundle.PublishOptions{SignKey: key, Now: f.clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		raw, _, err := staging.Get(context.Background(), snapshot.ManifestKey, "")
+		raw, _, err := staging.Get(context.Background(), bundle.ManifestKey, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.putManifest(raw)
 		f.servedAcrossChecks("A", 2)
 		want := ".admitfn/manifest.json: bundle manifest was published for another location: published for " + staging.Location() + ", read from " + b.proxied.Location()
-		if err := f.lastError(); !errors.Is(err, snapshot.ErrWrongLocation) || err.Error() != want {
+		if err := f.lastError(); !errors.Is(err, bundle.ErrWrongLocation) || err.Error() != want {
 			t.Fatalf("replayed manifest: %v\nwant %s", err, want)
 		}
 	})
@@ -613,22 +613,22 @@ func TestExpiredManifestRefused(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
-		opts := func(expiry time.Duration) snapshot.PublishOptions {
-			return snapshot.PublishOptions{SignKey: key, Now: f.clock.Now(), Expiry: expiry}
+		opts := func(expiry time.Duration) bundle.PublishOptions {
+			return bundle.PublishOptions{SignKey: key, Now: f.clock.Now(), Expiry: expiry}
 		}
-		if _, err := snapshot.Publish(context.Background(), b.direct, bundle("A"), opts(2*time.Hour)); err != nil {
+		if _, err := bundle.Publish(context.Background(), b.direct, sources("A"), opts(2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		f.load()
-		if _, err := snapshot.Publish(context.Background(), b.direct, bundle("B"), opts(time.Hour)); err != nil {
+		if _, err := bundle.Publish(context.Background(), b.direct, sources("B"), opts(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		f.clock.Advance(time.Hour)
 		f.served("A")
-		if err := f.lastError(); !errors.Is(err, snapshot.ErrExpired) {
+		if err := f.lastError(); !errors.Is(err, bundle.ErrExpired) {
 			t.Fatalf("expired manifest: %v", err)
 		}
-		if _, err := snapshot.Resign(context.Background(), b.direct, policy.ID(bundle("B")), opts(time.Hour)); err != nil {
+		if _, err := bundle.Resign(context.Background(), b.direct, policy.ID(sources("B")), opts(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		f.clock.Advance(interval + jitter)
@@ -657,7 +657,7 @@ func TestHungStoreHoldsOneRequestAtMost(t *testing.T) {
 		for _, background := range []bool{false, true} {
 			f := newFixture(t, b, func(c *reload.Config) { c.Background = background })
 			b.proxy.Set(storetest.Pass)
-			f.publish(bundle("A"), nil)
+			f.publish(sources("A"), nil)
 			f.load()
 			b.proxy.Delay = 5 * time.Second
 			b.proxy.Set(storetest.Slow)

@@ -13,7 +13,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/admitfn/admitfn/store"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
 // Options configure the object-store clients beyond their SDKs' own

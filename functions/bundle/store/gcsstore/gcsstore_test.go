@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/gcsstore"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 func TestContract(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admitfn/admitfn/store"
-	"github.com/admitfn/admitfn/store/s3store"
-	"github.com/admitfn/admitfn/store/storetest"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
 )
 
 func TestContract(t *testing.T) {
