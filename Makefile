@@ -114,12 +114,12 @@ gcf: ## dist/gcf/admitfn-source.zip: Cloud Functions source, dependencies vendor
 PORT             ?= 8080
 ADMITFN_POLICIES ?= $(POLICIES)
 run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$(PORT), as Cloud Functions would
-	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn $(GO) run ./functions/gcp/cmd
+	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn $(GO) run ./functions/gcf/runner
 
 # Fuzz targets: package and name. Each runs for FUZZTIME; the corpus a run
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
 FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
-	./adapters/http:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode \
+	./adapters/httpadapter:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode \
 	./core/validate:FuzzObjectValue
 FUZZTIME ?= 60s
 SOAK_CLIENTS ?= 8

@@ -24,7 +24,7 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/adapters/httpadapter"
 )
 
 // MaxResponseBytes is Lambda's limit on a synchronous invocation's response

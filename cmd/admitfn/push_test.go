@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/store"

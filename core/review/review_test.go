@@ -119,7 +119,7 @@ func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
 // and the benchmarks send; a field name in another case, which
 // encoding/json matches, goes the plain way.
 func TestDecodePathsAgree(t *testing.T) {
-	files, err := filepath.Glob("../../adapters/http/testdata/*.request.json")
+	files, err := filepath.Glob("../../adapters/httpadapter/testdata/*.request.json")
 	if err != nil || len(files) < 10 {
 		t.Fatalf("%d golden requests: %v", len(files), err)
 	}
@@ -233,7 +233,7 @@ func assertSameRequest(t *testing.T, name string, got *Request, body []byte) {
 // A decoded request holds no reference to the body, on either path: the
 // HTTP handler reads bodies into buffers it reuses for the next review.
 func TestDecodedRequestOwnsItsData(t *testing.T) {
-	files, err := filepath.Glob("../../adapters/http/testdata/*.request.json")
+	files, err := filepath.Glob("../../adapters/httpadapter/testdata/*.request.json")
 	if err != nil || len(files) < 10 {
 		t.Fatalf("%d golden requests: %v", len(files), err)
 	}

@@ -22,12 +22,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/adapters/httpadapter"
+	"github.com/admitfn/admitfn/adapters/metrics/prommetrics"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
-	"github.com/admitfn/admitfn/metrics/prommetrics"
 )
 
 func main() {

@@ -67,7 +67,7 @@ func start(t *testing.T, args []string, env map[string]string) (addr string, log
 
 func TestServesTheExampleBundle(t *testing.T) {
 	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
-	body, err := os.ReadFile("../../adapters/http/testdata/audit-annotations.request.json")
+	body, err := os.ReadFile("../../adapters/httpadapter/testdata/audit-annotations.request.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func main() {
 	duration := flag.Duration("duration", 60*time.Second, "how long the load runs")
 	window := flag.Duration("window", 10*time.Second, "first and last spans whose memory is compared")
 	policies := flag.String("policies", "policies/examples", "the bundle served (its golden reviews must apply)")
-	testdata := flag.String("reviews", "adapters/http/testdata", "directory of reviews.json and the review bodies")
+	testdata := flag.String("reviews", "adapters/httpadapter/testdata", "directory of reviews.json and the review bodies")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

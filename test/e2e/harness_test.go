@@ -55,8 +55,8 @@ type cluster struct {
 	keyFile   string
 	serverBin string
 	cliBin    string
-	lambdaBin string // functions/aws built as `make lambda` builds it
-	gcfBin    string // functions/gcp's functions-framework runner
+	lambdaBin string // functions/awslambda built as `make lambda` builds it
+	gcfBin    string // functions/gcf's functions-framework runner
 	procs     []*exec.Cmd
 }
 

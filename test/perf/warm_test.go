@@ -29,10 +29,10 @@ import (
 // wall-µs the time a request takes as the caller sees it.
 func BenchmarkGCFWarmRequests(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "gcf")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../functions/gcp/cmd").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../functions/gcf/runner").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	cases, err := soak.ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	cases, err := soak.ExampleCases("../../adapters/httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		b.Fatal(err)
 	}

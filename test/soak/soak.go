@@ -120,7 +120,7 @@ func (r *Report) String() string {
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // ExampleCases are the golden reviews of the HTTP adapter's tests
-// (adapters/http/testdata/reviews.json), on the routes of the bundle in
+// (adapters/httpadapter/testdata/reviews.json), on the routes of the bundle in
 // policies, which must be policies/examples.
 func ExampleCases(testdata, policies string) ([]Case, error) {
 	raw, err := os.ReadFile(filepath.Join(testdata, "reviews.json"))

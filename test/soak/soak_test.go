@@ -28,7 +28,7 @@ func TestShortSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and loads the server")
 	}
-	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	cases, err := ExampleCases("../../adapters/httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestWarmUpFailureStopsTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the server")
 	}
-	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	cases, err := ExampleCases("../../adapters/httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRequestsEndTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and loads the server")
 	}
-	cases, err := ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	cases, err := ExampleCases("../../adapters/httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ var Flags = []string{"-trimpath"}
 var packages = map[string]string{
 	"server":    "github.com/admitfn/admitfn/functions/server",
 	"admitfn":   "github.com/admitfn/admitfn/cmd/admitfn",
-	"gcf":       "github.com/admitfn/admitfn/functions/gcp/cmd",
+	"gcf":       "github.com/admitfn/admitfn/functions/gcf/runner",
 	"bootstrap": lambdabuild.Package,
 }
 

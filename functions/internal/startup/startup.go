@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
@@ -26,7 +27,6 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
-	"github.com/admitfn/admitfn/metrics"
 )
 
 // EnvHelp documents the variables Config reads, for each entry point's

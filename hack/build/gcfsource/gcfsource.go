@@ -27,8 +27,8 @@ const Module = "github.com/admitfn/admitfn"
 // Function is the package that registers the function; LocalRunner is the
 // functions-framework runner for local runs.
 const (
-	Function    = Module + "/functions/gcp"
-	LocalRunner = Function + "/cmd"
+	Function    = Module + "/functions/gcf"
+	LocalRunner = Function + "/runner"
 )
 
 const rootPackage = `// Package function is the root of admitfn's Cloud Functions source: Cloud
@@ -36,7 +36,7 @@ const rootPackage = `// Package function is the root of admitfn's Cloud Function
 // one registers the function (entry point Admitfn) by importing it.
 package function
 
-import _ "github.com/admitfn/admitfn/functions/gcp"
+import _ "github.com/admitfn/admitfn/functions/gcf"
 `
 
 // Write stages the source from the module at repo with the bundle in

@@ -99,7 +99,7 @@ func setup(m *testing.M) (int, error) {
 	for _, args := range [][]string{
 		{"build", "./..."},
 		{"build", "-o", fnBin, "./zzbuildpack"},
-		{"build", "-o", runner, "./functions/gcp/cmd"},
+		{"build", "-o", runner, "./functions/gcf/runner"},
 	} {
 		args = append(args[:1], append(slices.Clone(testbin.Flags), args[1:]...)...)
 		fmt.Fprintf(os.Stderr, "gcfsource: go %s in the unpacked source, offline\n", strings.Join(args, " "))
@@ -154,14 +154,14 @@ func TestSourceLayout(t *testing.T) {
 			t.Errorf("test file shipped: %s", f.Name)
 		}
 	}
-	for _, want := range []string{"go.mod", "go.sum", "function.go", "vendor/modules.txt", "functions/gcp/gcp.go", "policies/01-basic.yaml",
+	for _, want := range []string{"go.mod", "go.sum", "function.go", "vendor/modules.txt", "functions/gcf/gcf.go", "policies/01-basic.yaml",
 		"vendor/github.com/GoogleCloudPlatform/functions-framework-go/funcframework/framework.go"} {
 		if !names[want] {
 			t.Errorf("the source zip lacks %s", want)
 		}
 	}
 	for name := range names {
-		if strings.HasPrefix(name, "e2e/") || strings.HasPrefix(name, "functions/aws/") || strings.HasPrefix(name, "cmd/") {
+		if strings.HasPrefix(name, "e2e/") || strings.HasPrefix(name, "functions/awslambda/") || strings.HasPrefix(name, "cmd/") {
 			t.Errorf("the source zip carries %s, which the function does not use", name)
 		}
 	}
@@ -233,7 +233,7 @@ func serveCmd(t *testing.T, cmd *exec.Cmd, dir string, env ...string) (base stri
 func TestFunctionAnswersReviews(t *testing.T) {
 	base, logs := serve(t, srcDir)
 	golden := func(name string) any {
-		b, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata", name+".response.json"))
+		b, err := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata", name+".response.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestFunctionAnswersReviews(t *testing.T) {
 		return v
 	}
 	request := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata", name+".request.json"))
+		b, err := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata", name+".request.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestLocalRunnerFromTheSource(t *testing.T) {
 	if !strings.Contains(logs.String(), "serving Admitfn on 127.0.0.1:") {
 		t.Errorf("runner output:\n%s", logs)
 	}
-	body, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/warn.request.json"))
+	body, err := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata/warn.request.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestLocalRunnerFromTheSource(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(resp.Body)
-	golden, _ := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/warn.response.json"))
+	golden, _ := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata/warn.response.json"))
 	var g, w any
 	json.Unmarshal(got, &g)
 	json.Unmarshal(golden, &w)

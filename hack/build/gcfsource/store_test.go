@@ -33,11 +33,11 @@ func TestBundleFromGCS(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "ok: bundle "+m.Bundle+" from gs://policies/prod, age ") {
 		t.Fatalf("readyz %d %q\n%s", resp.StatusCode, body, logs)
 	}
-	req, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/basic-deny.request.json"))
+	req, err := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata/basic-deny.request.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join(repoDir, "adapters/http/testdata/basic-deny.response.json"))
+	want, err := os.ReadFile(filepath.Join(repoDir, "adapters/httpadapter/testdata/basic-deny.response.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // Package is the function's Go package.
-const Package = "github.com/admitfn/admitfn/functions/aws"
+const Package = "github.com/admitfn/admitfn/functions/awslambda"
 
 // Flags are the go build flags of a bootstrap: no RPC mode (provided
 // runtimes use the Runtime API only), no GCS client (a Lambda reads its

@@ -44,11 +44,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/adapters/awslambda"
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/adapters/httpadapter"
+	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
-	"github.com/admitfn/admitfn/metrics"
 )
 
 func main() {

@@ -24,7 +24,7 @@
 // the webhook's failurePolicy decides), or the fallback serves, and later
 // requests retry. Checks for a new bundle run on requests, because Cloud
 // Functions throttles the CPU between them.
-package gcp
+package gcf
 
 import (
 	"context"
@@ -37,11 +37,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/adapters/gcf"
-	httpadapter "github.com/admitfn/admitfn/adapters/http"
+	"github.com/admitfn/admitfn/adapters/httpadapter"
+	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
-	"github.com/admitfn/admitfn/metrics"
 )
 
 // EntryPoint is the function's name: `--entry-point` of

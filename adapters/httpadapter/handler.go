@@ -1,7 +1,7 @@
 // Package http is the net/http transport every platform adapter reuses:
 // routing, method and content-type checks, the body cap, the apiserver's
 // ?timeout= deadline, panic recovery and one log line per review.
-package http
+package httpadapter
 
 import (
 	"bytes"
@@ -22,10 +22,10 @@ import (
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/metrics"
 )
 
 // MaxBodyBytes caps a review body. kube-apiserver accepts write bodies of up

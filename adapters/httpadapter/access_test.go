@@ -1,4 +1,4 @@
-package http
+package httpadapter
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/validate"
-	"github.com/admitfn/admitfn/metrics"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/admitfn/admitfn/metrics"
+	"github.com/admitfn/admitfn/adapters/metrics"
 )
 
 // Recorder collects review metrics for Prometheus.

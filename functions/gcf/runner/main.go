@@ -1,4 +1,4 @@
-// Command cmd runs the Cloud Function locally through functions-framework-go,
+// Command runner runs the Cloud Function locally through functions-framework-go,
 // as Cloud Functions serves it: the function at "/" (every path), on PORT.
 //
 //	PORT             listen port (default 8080)
@@ -12,12 +12,12 @@ import (
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
-	"github.com/admitfn/admitfn/functions/gcp"
+	"github.com/admitfn/admitfn/functions/gcf"
 )
 
 func main() {
 	if os.Getenv("FUNCTION_TARGET") == "" {
-		os.Setenv("FUNCTION_TARGET", gcp.EntryPoint)
+		os.Setenv("FUNCTION_TARGET", gcf.EntryPoint)
 	}
 	port := os.Getenv("PORT")
 	if port == "" {

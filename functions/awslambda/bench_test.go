@@ -77,7 +77,7 @@ func coldStart(b *testing.B, bin string, payload []byte, env ...string) time.Dur
 // the caller waits, and its resident memory at the end what the pace
 // costs.
 func BenchmarkWarmInvocations(b *testing.B) {
-	cases, err := soak.ExampleCases("../../adapters/http/testdata", "../../policies/examples")
+	cases, err := soak.ExampleCases("../../adapters/httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admitfn/admitfn/metrics"
+	"github.com/admitfn/admitfn/adapters/metrics"
 )
 
 func TestScrape(t *testing.T) {

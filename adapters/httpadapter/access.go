@@ -1,4 +1,4 @@
-package http
+package httpadapter
 
 import (
 	"crypto/sha256"
@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/admitfn/admitfn/metrics"
+	"github.com/admitfn/admitfn/adapters/metrics"
 )
 
 // MinTokenLength is the shortest path token accepted: 22 base64url
