@@ -38,7 +38,7 @@ func TestUpstreamFloorImports(t *testing.T) {
 	}
 	slices.Sort(want)
 
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "internal", "perf", "minimal", "upstream.go"), nil, parser.ImportsOnly)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "test", "perf", "minimal", "upstream.go"), nil, parser.ImportsOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

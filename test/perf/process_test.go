@@ -159,7 +159,7 @@ func BenchmarkP5Throughput(b *testing.B) {
 	bin := binaries(b)
 	root := perf.RepoRoot()
 	examples := filepath.Join(root, "policies", "examples")
-	cases, err := soak.ExampleCases(filepath.Join(root, "adapters", "http", "testdata"), examples)
+	cases, err := soak.ExampleCases(filepath.Join(root, "adapters", "httpadapter", "testdata"), examples)
 	if err != nil {
 		b.Fatal(err)
 	}
