@@ -11,10 +11,14 @@ package main
 
 import (
 	_ "github.com/google/cel-go/cel"
+	_ "github.com/google/cel-go/common"
+	_ "github.com/google/cel-go/common/ast"
+	_ "github.com/google/cel-go/common/functions"
 	_ "github.com/google/cel-go/common/types"
 	_ "github.com/google/cel-go/common/types/ref"
 	_ "github.com/google/cel-go/common/types/traits"
 	_ "github.com/google/cel-go/interpreter"
+	_ "github.com/google/cel-go/parser"
 	_ "k8s.io/api/admission/v1"
 	_ "k8s.io/api/admissionregistration/v1"
 	_ "k8s.io/api/core/v1"
