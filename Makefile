@@ -120,7 +120,7 @@ run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
 FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
 	./adapters/httpadapter:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode \
-	./core/validate:FuzzObjectValue
+	./core/celeval:FuzzObjectValue
 FUZZTIME ?= 60s
 SOAK_CLIENTS ?= 8
 SOAK_DURATION ?= 60s

@@ -21,8 +21,8 @@ import (
 
 	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
 	"github.com/admitfn/admitfn/adapters/httpadapter"
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden responses in testdata/")
@@ -30,7 +30,7 @@ var update = flag.Bool("update", false, "rewrite the golden responses in testdat
 // examplesHandler serves the example bundle, logging to logs.
 func examplesHandler(tb testing.TB, logs io.Writer) *Handler {
 	tb.Helper()
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		tb.Fatal(err)
 	}

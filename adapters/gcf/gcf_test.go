@@ -18,15 +18,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/adapters/httpadapter"
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 // TestThroughTheFramework serves the examples through functions-framework-go's
 // own server, on 127.0.0.1, with the function registered at "/".
 func TestThroughTheFramework(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

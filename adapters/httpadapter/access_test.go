@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/adapters/metrics"
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 const (
@@ -180,7 +180,7 @@ func (r *recorder) Review(_ context.Context, rv metrics.Review) {
 func (r *recorder) Rejected(context.Context) { r.rejected++ }
 
 func TestMetrics(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestMetrics(t *testing.T) {
 // billed custom metric. Only the bundle's routes are label values, and the
 // path is not logged either.
 func TestCallerMadePathsAreNoLabels(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

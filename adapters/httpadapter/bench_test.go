@@ -9,8 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/test/soak"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkGoldenMutations(b *testing.B) {
 }
 
 func benchmarkGolden(b *testing.B, keep func(soak.Case) bool) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,15 +10,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // FuzzServeHTTP: any path, content type and body through the handler (with
 // a path token, over the example bundle) gets an expected status, a Status
 // body for every error, and a decision only with 200.
 func FuzzServeHTTP(f *testing.F) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		f.Fatal(err)
 	}

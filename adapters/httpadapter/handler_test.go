@@ -18,10 +18,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden responses in testdata/")
@@ -272,7 +272,7 @@ func TestNoBundleIsServiceUnavailable(t *testing.T) {
 
 // The example bundle through the handler, compared with golden responses.
 func TestGoldenReviews(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

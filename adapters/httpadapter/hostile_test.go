@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // hostileToken is the path token of the hostile-input suite's handler.
@@ -55,7 +55,7 @@ func with(t *testing.T, edit func(review, request map[string]any)) string {
 // is wrong — never a panic, never a 200 that would let an error pass as
 // allowed when the webhook's failurePolicy is Fail.
 func TestHostileInput(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}

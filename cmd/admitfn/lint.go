@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/lint"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // errLintFailed exits 1 without a further message: the output said it.
@@ -48,7 +48,7 @@ Exits 1 when a bundle does not load or has errors; warnings alone exit 0.
 	}
 	errorCount, warnings := 0, 0
 	for _, dir := range fset.Args() {
-		_, b, err := engine.Load(os.DirFS(dir), ".", validate.NewCompiler())
+		_, b, err := engine.Load(os.DirFS(dir), ".", celeval.NewCompiler())
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: %s\n", dir, strings.ReplaceAll(err.Error(), "\n", "\n  "))
 			errorCount++

@@ -11,9 +11,9 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
@@ -106,7 +106,7 @@ Flags:
 		if err != nil {
 			return fmt.Errorf("%s: %w", *policies, err)
 		}
-		if _, err := engine.New(b, validate.NewCompiler()); err != nil {
+		if _, err := engine.New(b, celeval.NewCompiler()); err != nil {
 			return fmt.Errorf("%s: %w", *policies, err)
 		}
 	}

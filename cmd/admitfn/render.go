@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/render"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 func renderCmd(args []string, stdout, stderr io.Writer) error {
@@ -71,7 +71,7 @@ Flags:
 	}
 	// Compile too: a configuration is only worth rendering for a bundle the
 	// function will accept.
-	eng, err := engine.New(b, validate.NewCompiler())
+	eng, err := engine.New(b, celeval.NewCompiler())
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // testFile is a file of test cases for one bundle (README "Testing
@@ -159,7 +159,7 @@ Flags:
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("%s: policies %s: not a directory", file, dir)
 			}
-			if eng, _, err = engine.Load(os.DirFS(dir), ".", validate.NewCompiler()); err != nil {
+			if eng, _, err = engine.Load(os.DirFS(dir), ".", celeval.NewCompiler()); err != nil {
 				return fmt.Errorf("%s: policies %s: %w", file, dir, err)
 			}
 			engines[dir] = eng

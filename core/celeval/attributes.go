@@ -1,4 +1,4 @@
-package validate
+package celeval
 
 import (
 	"fmt"
@@ -157,3 +157,8 @@ func (a *Attributes) AddAnnotationWithLevel(key, value string, _ auditinternal.L
 func (a *Attributes) Annotations() (keys []string, values map[string]string) {
 	return a.keys, a.annotations
 }
+
+// Remembered is how many evaluations' variables the review remembers: one
+// for each policy, params, namespace and object version it was evaluated
+// with. The parity tests read it to know that remembering was exercised.
+func (a *Attributes) Remembered() int { return len(a.memos) }

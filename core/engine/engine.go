@@ -28,6 +28,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/internal/parallel"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
@@ -81,7 +82,7 @@ type Result struct {
 }
 
 // Load parses the bundle under dir in fsys and builds its engine.
-func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Set, error) {
+func Load(fsys fs.FS, dir string, c *celeval.Compiler) (*Engine, *policy.Set, error) {
 	b, err := policy.LoadFS(fsys, dir)
 	if err != nil {
 		return nil, nil, err
@@ -96,11 +97,11 @@ func Load(fsys fs.FS, dir string, c *validate.Compiler) (*Engine, *policy.Set, e
 // New compiles every policy of b. A bundle with any compile error is rejected
 // as a whole: the error is a policy.Errors listing every problem as
 // "<file>: policy <name>: <field>: <CEL error>".
-func New(b *policy.Set, c *validate.Compiler) (*Engine, error) {
+func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	var errs policy.Errors
 	type compiled[E any] struct {
 		evaluator E
-		errs      []*validate.ExpressionError
+		errs      []*celeval.ExpressionError
 	}
 	// ApplyConfiguration mutations need client-go's schema of the built-in
 	// kinds, whose parse takes longer than compiling most bundles (65 ms):
@@ -114,7 +115,7 @@ func New(b *policy.Set, c *validate.Compiler) (*Engine, error) {
 	// safe for concurrent use): compiling is most of a cold start.
 	validators := map[string]validating.Validator{}
 	for i, r := range parallel.Map(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) compiled[validating.Validator] {
-		v, fieldErrs := c.Compile(p)
+		v, fieldErrs := validate.Compile(c, p)
 		return compiled[validating.Validator]{v, fieldErrs}
 	}) {
 		p := b.Policies[i]
@@ -139,7 +140,7 @@ func New(b *policy.Set, c *validate.Compiler) (*Engine, error) {
 	if len(errs) > 0 {
 		return nil, errs.Capped()
 	}
-	store := func(pk *admissionregistrationv1.ParamKind) *validate.ParamStore {
+	store := func(pk *admissionregistrationv1.ParamKind) *celeval.ParamStore {
 		if pk == nil {
 			return nil
 		}
@@ -225,7 +226,7 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 	if rt.Type == policy.Mutating {
 		return e.mutate(ctx, r, req)
 	}
-	attrs := validate.NewAttributes(req)
+	attrs := celeval.NewAttributes(req)
 	res, err := e.dispatcher.Dispatch(ctx, attrs, r.validating.candidates(attrs))
 	if err != nil {
 		return nil, err
@@ -263,7 +264,7 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	if req.Object == nil {
 		return &Result{Response: resp}, nil
 	}
-	attrs := validate.NewAttributes(req)
+	attrs := celeval.NewAttributes(req)
 	hooks := r.mutating.candidates(attrs)
 	if len(hooks) == 0 {
 		// No policy of the route can match: nothing to encode or compare.
@@ -419,14 +420,14 @@ var builtinNamespaced = map[schema.GroupVersionKind]bool{
 // a kind's scope comes from the built-in table, else from its objects (all
 // namespaced or all cluster-scoped), else from bindings that give
 // paramRef.namespace; otherwise it is cluster-scoped.
-func paramStores(b *policy.Set) (map[schema.GroupVersionKind]*validate.ParamStore, policy.Errors) {
+func paramStores(b *policy.Set) (map[schema.GroupVersionKind]*celeval.ParamStore, policy.Errors) {
 	byKind := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
 	for _, o := range b.Params {
 		gvk := o.GroupVersionKind()
 		byKind[gvk] = append(byKind[gvk], o)
 	}
 	var errs policy.Errors
-	stores := map[schema.GroupVersionKind]*validate.ParamStore{}
+	stores := map[schema.GroupVersionKind]*celeval.ParamStore{}
 	refs := b.ParamRefs()
 	for _, pk := range b.ParamKinds() {
 		gvk := schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)
@@ -455,7 +456,7 @@ func paramStores(b *policy.Set) (map[schema.GroupVersionKind]*validate.ParamStor
 				}
 			}
 		}
-		stores[gvk] = validate.NewParamStore(gvk, namespaced, objs)
+		stores[gvk] = celeval.NewParamStore(gvk, namespaced, objs)
 	}
 	return stores, errs
 }

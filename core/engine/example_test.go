@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 func Example() {
@@ -31,7 +31,7 @@ spec: {policyName: max-replicas.example.com, validationActions: [Deny]}
 		panic(err)
 	}
 	// Compile once, at load; review many times, concurrently.
-	e, err := engine.New(bundle, validate.NewCompiler())
+	e, err := engine.New(bundle, celeval.NewCompiler())
 	if err != nil {
 		panic(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/test/perf"
 )
 
@@ -39,7 +39,7 @@ type floorPolicy struct {
 func evaluationFloor(tb testing.TB, e *Engine, req *review.Request) []floorPolicy {
 	tb.Helper()
 	var out []floorPolicy
-	for _, h := range e.routes[validateRoute].validating.candidates(validate.NewAttributes(req)) {
+	for _, h := range e.routes[validateRoute].validating.candidates(celeval.NewAttributes(req)) {
 		fp := floorPolicy{validator: h.Evaluator}
 		for _, b := range h.Bindings {
 			var params runtime.Object
@@ -60,7 +60,7 @@ func evaluationFloor(tb testing.TB, e *Engine, req *review.Request) []floorPolic
 // floorReview evaluates every policy once per binding on req, sharing their
 // inputs as a validating review does, and counts what they decided.
 func floorReview(ctx context.Context, req *review.Request, policies []floorPolicy) (evaluations, denials, annotations int) {
-	attrs := validate.NewAttributes(req).Validating()
+	attrs := celeval.NewAttributes(req).Validating()
 	// What upstream's dispatcher hands a validator: the attributes in the
 	// kind matched (no conversion: it is the request's own) and the
 	// namespace as the function knows it.
@@ -68,7 +68,7 @@ func floorReview(ctx context.Context, req *review.Request, policies []floorPolic
 	if err != nil {
 		panic(err) // same kind: never converts
 	}
-	ns, err := validate.NamespaceLister().Get(attrs.GetNamespace())
+	ns, err := celeval.NamespaceLister().Get(attrs.GetNamespace())
 	if err != nil {
 		panic(err) // known by name: never fails
 	}
@@ -163,7 +163,7 @@ func BenchmarkFloors(b *testing.B) {
 		admitfn += block(func(i int) error { _, err := e.Review(ctx, validateRoute, reqs[i]); return err })
 		decode()
 		upstream += block(func(i int) error {
-			_, err := e.dispatcher.Dispatch(ctx, validate.NewAttributes(reqs[i]), hooks)
+			_, err := e.dispatcher.Dispatch(ctx, celeval.NewAttributes(reqs[i]), hooks)
 			return err
 		})
 	}

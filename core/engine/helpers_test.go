@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // compiler is shared: building the CEL base environment is the costly part
 // of compiling, and a Compiler is read-only.
-var compiler = validate.NewCompiler()
+var compiler = celeval.NewCompiler()
 
 const examples = "../../policies/examples"
 

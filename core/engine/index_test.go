@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // indexRules are resource rules of every shape upstream's matcher knows:
@@ -115,14 +115,14 @@ func TestIndexAppliesWhatTheDispatcherWould(t *testing.T) {
 			if !slices.Equal(res.FailedPolicies, c.want) {
 				t.Errorf("indexed review: policies %v, want %v", res.FailedPolicies, c.want)
 			}
-			full, err := e.dispatcher.Dispatch(context.Background(), validate.NewAttributes(req), r.validating.hooks)
+			full, err := e.dispatcher.Dispatch(context.Background(), celeval.NewAttributes(req), r.validating.hooks)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(full.FailedPolicies, res.FailedPolicies) {
 				t.Errorf("scanning every hook: policies %v, indexed %v", full.FailedPolicies, res.FailedPolicies)
 			}
-			if n := len(r.validating.candidates(validate.NewAttributes(req))); n >= len(indexRules) {
+			if n := len(r.validating.candidates(celeval.NewAttributes(req))); n >= len(indexRules) {
 				t.Errorf("%d candidates of %d policies: the index left nothing out", n, len(indexRules))
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
@@ -24,7 +25,7 @@ var validateRoute = policy.Route{Type: policy.Validating}
 
 func perfEngine(tb testing.TB, fsys fs.FS) *Engine {
 	tb.Helper()
-	e, _, err := Load(fsys, ".", validate.NewCompiler())
+	e, _, err := Load(fsys, ".", celeval.NewCompiler())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestPerfFixtures(t *testing.T) {
 		t.Fatalf("%d hooks, want 20", n)
 	}
 	upstream := upstreamHooks(t, e)
-	out, err := e.dispatcher.Dispatch(context.Background(), validate.NewAttributes(req), upstream)
+	out, err := e.dispatcher.Dispatch(context.Background(), celeval.NewAttributes(req), upstream)
 	if err != nil || !out.Allowed || !equalMaps(out.AuditAnnotations, map[string]string{"pull-policy-audit.bench.admitfn.io/pull-policies": value}) {
 		t.Fatalf("upstream evaluation: %+v %v", out, err)
 	}
@@ -203,7 +204,7 @@ func againstUpstream(b *testing.B, e *Engine) {
 	b.Run("upstream", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := e.dispatcher.Dispatch(ctx, validate.NewAttributes(req), hooks); err != nil {
+			if _, err := e.dispatcher.Dispatch(ctx, celeval.NewAttributes(req), hooks); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -235,10 +236,10 @@ func BenchmarkP3Index(b *testing.B) {
 // kube-apiserver's plugin compiles it.
 func upstreamHooks(tb testing.TB, e *Engine) []validate.Hook {
 	tb.Helper()
-	c := validate.NewCompiler()
+	c := celeval.NewCompiler()
 	var hooks []validate.Hook
 	for _, h := range e.routes[validateRoute].validating.hooks {
-		h.Evaluator = c.CompileUpstream(h.Policy)
+		h.Evaluator = validate.CompileUpstream(c, h.Policy)
 		hooks = append(hooks, h)
 	}
 	return hooks
@@ -264,7 +265,7 @@ func BenchmarkLoadExamples(b *testing.B) {
 func benchLoad(b *testing.B, fsys fs.FS) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := Load(fsys, ".", validate.NewCompiler()); err != nil {
+		if _, _, err := Load(fsys, ".", celeval.NewCompiler()); err != nil {
 			b.Fatal(err)
 		}
 	}

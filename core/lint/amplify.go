@@ -7,7 +7,7 @@ import (
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/parser"
 
-	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/core/celeval"
 )
 
 // celParser parses expressions for checks that need their shape only.
@@ -54,7 +54,7 @@ func checkAmplification(field, expr string, at func(Severity, string, string)) {
 			continue
 		}
 		at(Warning, field, fmt.Sprintf("%s() with %s taken from the request or params can build a value many times the object's size: admitfn stops any call at %d MiB and charges what it builds beyond its input to the cost budget, which kube-apiserver does not (there it can exhaust the apiserver's memory)",
-			name, a.what, validate.MaxResultBytes>>20))
+			name, a.what, celeval.MaxResultBytes>>20))
 	}
 }
 

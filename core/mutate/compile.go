@@ -18,19 +18,19 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/cel/environment"
 
-	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/core/celeval"
 )
 
 // Compile compiles every expression of p the way kube-apiserver validates a
 // new policy (environment.NewExpressions) and returns the evaluator
 // upstream's dispatcher runs. All errors are returned, each with its field
 // path; the evaluator is only usable when there are none.
-func Compile(c *validate.Compiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
+func Compile(c *celeval.Compiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*celeval.ExpressionError) {
 	return CompileWith(c.ForPolicy(len(p.Spec.Variables) > 0), p)
 }
 
 // CompileWith is Compile with the given compiler of the policy.
-func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*validate.ExpressionError) {
+func CompileWith(compiler celeval.PolicyCompiler, p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*celeval.ExpressionError) {
 	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	patchVars := vars
 	patchVars.HasPatchTypes = true
@@ -38,21 +38,21 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 
 	composition, err := compiler.Composition(vars)
 	if err != nil {
-		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
+		return mutating.PolicyEvaluator{}, []*celeval.ExpressionError{{Field: "spec", Err: err}}
 	}
 	if _, err := compiler.Composition(patchVars); err != nil {
-		return mutating.PolicyEvaluator{}, []*validate.ExpressionError{{Field: "spec", Err: err}}
+		return mutating.PolicyEvaluator{}, []*celeval.ExpressionError{{Field: "spec", Err: err}}
 	}
-	var errs []*validate.ExpressionError
+	var errs []*celeval.ExpressionError
 	check := func(r plugincel.CompilationResult, fld *field.Path) plugincel.CompilationResult {
 		if r.Error != nil {
-			errs = append(errs, &validate.ExpressionError{Field: fld.String(), Err: r.Error})
+			errs = append(errs, &celeval.ExpressionError{Field: fld.String(), Err: r.Error})
 		}
 		return r
 	}
 	spec := field.NewPath("spec")
 
-	variables := validate.NewVariables()
+	variables := celeval.NewVariables()
 	for i, v := range p.Spec.Variables {
 		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
 		check(r, spec.Child("variables").Index(i).Child("expression"))
@@ -67,7 +67,7 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
 		}
 		// "validate" is what upstream passes here too: it only labels metrics.
-		matcher = matchconditions.NewMatcher(validate.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		matcher = matchconditions.NewMatcher(celeval.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 
 	// Expressions are compiled as written, untrimmed, as upstream's
@@ -79,11 +79,11 @@ func CompileWith(compiler validate.PolicyCompiler, p *admissionregistrationv1.Mu
 		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
 			accessor := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(validate.NewMutatingEvaluator(variables, r)), policy: p.Name, jsonPatch: true})
+			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name, jsonPatch: true})
 		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
 			accessor := &patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(validate.NewMutatingEvaluator(variables, r)), policy: p.Name})
+			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name})
 		}
 	}
 	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: composition}, errs

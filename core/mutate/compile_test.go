@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 const podReview = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
@@ -41,7 +41,7 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	if len(all.Mutating) < 10 {
 		t.Fatalf("found %d mutating policies in the repository, want 10 or more", len(all.Mutating))
 	}
-	c := validate.NewCompiler()
+	c := celeval.NewCompiler()
 	var withVariables, failing, mutated int
 	for _, p := range all.Mutating {
 		got, gotErrs := mutate.Compile(c, p)
@@ -87,7 +87,7 @@ func TestCompileVariablesInMutations(t *testing.T) {
 	for _, p := range cases.Mutating {
 		byName[p.Name] = p
 	}
-	c := validate.NewCompiler()
+	c := celeval.NewCompiler()
 	_, errs := mutate.Compile(c, byName["wrong-types"])
 	want := []string{
 		"spec.mutations[0].applyConfiguration.expression: must evaluate to Object but got string",
@@ -130,7 +130,7 @@ func dispatch(t *testing.T, p *admissionregistrationv1.MutatingAdmissionPolicy, 
 func dispatchWith(t *testing.T, d *mutate.Dispatcher, p *admissionregistrationv1.MutatingAdmissionPolicy, e mutating.PolicyEvaluator) mutate.Result {
 	t.Helper()
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: p.Name}}
-	res, err := d.Dispatch(context.Background(), validate.NewAttributes(pod(t)), []mutate.Hook{mutate.NewHook(p, []*admissionregistrationv1.MutatingAdmissionPolicyBinding{binding}, e, nil)})
+	res, err := d.Dispatch(context.Background(), celeval.NewAttributes(pod(t)), []mutate.Hook{mutate.NewHook(p, []*admissionregistrationv1.MutatingAdmissionPolicyBinding{binding}, e, nil)})
 	if err != nil {
 		t.Fatalf("%s: %v", p.Name, err)
 	}
@@ -146,7 +146,7 @@ func pod(t *testing.T) *review.Request {
 	return req
 }
 
-func errorTexts(errs []*validate.ExpressionError) []string {
+func errorTexts(errs []*celeval.ExpressionError) []string {
 	var out []string
 	for _, e := range errs {
 		out = append(out, e.Error())

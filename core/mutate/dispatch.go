@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/validate"
 )
 
@@ -30,7 +31,7 @@ type Hook = mutating.PolicyHook
 
 // NewHook assembles a hook. params may be nil when the policy has no
 // paramKind.
-func NewHook(p *admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding, e mutating.PolicyEvaluator, params *validate.ParamStore) Hook {
+func NewHook(p *admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding, e mutating.PolicyEvaluator, params *celeval.ParamStore) Hook {
 	h := Hook{Policy: p, Bindings: bindings, Evaluator: e}
 	if params != nil {
 		h.ParamInformer = params
@@ -50,7 +51,7 @@ type Dispatcher struct {
 func NewDispatcher() *Dispatcher { return newDispatcher(newTypeConverters()) }
 
 func newDispatcher(tc *typeConverters) *Dispatcher {
-	m := matching.NewMatcher(validate.NamespaceLister(), nil)
+	m := matching.NewMatcher(celeval.NamespaceLister(), nil)
 	return &Dispatcher{
 		// The dispatcher exposes its authorizer to CEL; admitfn's activation
 		// never resolves `authorizer`, so this one is never asked. It is
@@ -78,7 +79,7 @@ type Result struct {
 
 // Dispatch applies hooks to attrs' object, in order, each policy seeing the
 // previous one's result. The final object replaces attrs' object.
-func (d *Dispatcher) Dispatch(ctx context.Context, attrs *validate.Attributes, hooks []Hook) (Result, error) {
+func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, hooks []Hook) (Result, error) {
 	ctx, tr := validate.WithTrace(ctx)
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
 	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.Failed()}

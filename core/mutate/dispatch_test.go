@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // onPods is a MutatingAdmissionPolicy on Pod CREATEs with one mutation.
@@ -39,7 +39,7 @@ func compileOne(t *testing.T, doc string) (*admissionregistrationv1.MutatingAdmi
 		t.Fatal(err)
 	}
 	p := b.MutatingPolicies[0]
-	e, errs := mutate.Compile(validate.NewCompiler(), p)
+	e, errs := mutate.Compile(celeval.NewCompiler(), p)
 	if len(errs) > 0 {
 		t.Fatalf("%s: %v", p.Name, errs)
 	}

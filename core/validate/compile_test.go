@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -32,7 +33,7 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	if len(policies) < 30 {
 		t.Fatalf("found %d policies in the repository, want 30 or more", len(policies))
 	}
-	c := NewCompiler()
+	c := celeval.NewCompiler()
 	// The Scale of this package's tests, and the Pod of the benchmarks,
 	// which the Pod Security and library policies evaluate in full.
 	requests := []*review.Request{decode(t), decodePod(t)}
@@ -41,12 +42,12 @@ func TestCompileMatchesUpstream(t *testing.T) {
 
 	var withVariables, failing, evaluated int
 	for _, p := range policies {
-		got, gotErrs := c.Compile(p)
+		got, gotErrs := Compile(c, p)
 		upstream, err := c.UpstreamPolicyCompiler()
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, wantErrs := compile(upstream, p)
+		want, wantErrs := CompileWith(upstream, p)
 		if g, w := errorTexts(gotErrs), errorTexts(wantErrs); !slices.Equal(g, w) {
 			t.Errorf("%s: errors\n%s\nupstream's compiler:\n%s", p.Name, strings.Join(g, "\n"), strings.Join(w, "\n"))
 			continue
@@ -89,14 +90,14 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 	for _, p := range cases.Validating {
 		byName[p.Name] = p
 	}
-	c := NewCompiler()
+	c := celeval.NewCompiler()
 	for name, want := range map[string][]string{
 		"message-uses-authorizer":                   {"spec.validations[0].messageExpression: compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')\n | authorizer.path('/healthz').check('get').allowed() ? 'a' : 'b'\n | ^"},
 		"variable-types-reach-messages":             {"spec.validations[0].messageExpression: compilation failed: ERROR: <input>:1:17: found no matching overload for '_+_' applied to '(int, string)'\n | variables.count + 'x'\n | ................^"},
 		"message-reads-a-variable-using-authorizer": nil,
 		"variables-in-messages":                     nil,
 	} {
-		_, errs := c.Compile(byName[name])
+		_, errs := Compile(c, byName[name])
 		if got := errorTexts(errs); !slices.Equal(got, want) {
 			t.Errorf("%s: errors %q, want %q", name, got, want)
 		}
@@ -110,7 +111,7 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 		// the function has none of: the static message stands.
 		"message-reads-a-variable-using-authorizer": {Action: validating.ActionDeny, Evaluation: validating.EvalDeny, Message: "static message", Reason: metav1.StatusReasonInvalid},
 	} {
-		v, _ := c.Compile(byName[name])
+		v, _ := Compile(c, byName[name])
 		res := validateOnce(v, attrs, va, nil, nil)
 		if len(res.Decisions) != 1 || res.Decisions[0].Action != want.Action || res.Decisions[0].Evaluation != want.Evaluation || res.Decisions[0].Message != want.Message || res.Decisions[0].Reason != want.Reason {
 			t.Errorf("%s: decisions %+v, want %+v", name, res.Decisions, want)
@@ -121,13 +122,12 @@ func TestCompileVariablesAndMessages(t *testing.T) {
 // versioned is what upstream's dispatcher gives a validator for req, on a
 // validating review (Dispatch): admitfn's evaluations share the objects'
 // CEL values, upstream's convert them as upstream does.
-func versioned(req *review.Request) (*Attributes, *admission.VersionedAttributes) {
-	attrs := NewAttributes(req)
-	attrs.shareObjects = true
+func versioned(req *review.Request) (*celeval.Attributes, *admission.VersionedAttributes) {
+	attrs := celeval.NewAttributes(req).Validating()
 	return attrs, &admission.VersionedAttributes{Attributes: attrs, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(attrs.GetObject()), VersionedOldObject: admission.NewLazyObject(attrs.GetOldObject())}
 }
 
-func validateOnce(v validating.Validator, attrs *Attributes, va *admission.VersionedAttributes, params runtime.Object, ns *corev1.Namespace) validating.ValidateResult {
+func validateOnce(v validating.Validator, attrs *celeval.Attributes, va *admission.VersionedAttributes, params runtime.Object, ns *corev1.Namespace) validating.ValidateResult {
 	return v.Validate(context.Background(), attrs.GetResource(), va, params, ns, 10_000_000, nil)
 }
 
@@ -142,7 +142,7 @@ func equalResults(a, b validating.ValidateResult) bool {
 	})
 }
 
-func errorTexts(errs []*ExpressionError) []string {
+func errorTexts(errs []*celeval.ExpressionError) []string {
 	var out []string
 	for _, e := range errs {
 		out = append(out, e.Error())

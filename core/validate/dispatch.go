@@ -17,6 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/admitfn/admitfn/core/celeval"
 )
 
 // Hook is one policy with the bindings that apply on a route, its compiled
@@ -26,7 +28,7 @@ type Hook = validating.PolicyHook
 // NewHook assembles a hook. params may be nil when the policy has no
 // paramKind. The policy is wrapped so the review's Trace learns which
 // policies failed.
-func NewHook(p *admissionregistrationv1.ValidatingAdmissionPolicy, bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding, v validating.Validator, params *ParamStore) Hook {
+func NewHook(p *admissionregistrationv1.ValidatingAdmissionPolicy, bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding, v validating.Validator, params *celeval.ParamStore) Hook {
 	h := Hook{Policy: p, Bindings: bindings, Evaluator: tracingValidator{Validator: v, policy: p.Name}}
 	if params != nil {
 		h.ParamInformer = params
@@ -44,7 +46,7 @@ type Dispatcher struct {
 // NewDispatcher builds a dispatcher. No authorizer is given: the function
 // has none, and admitfn's activation never exposes one to CEL.
 func NewDispatcher() *Dispatcher {
-	m := generic.NewPolicyMatcher(matching.NewMatcher(nameOnlyNamespaces{}, nil))
+	m := generic.NewPolicyMatcher(matching.NewMatcher(celeval.NamespaceLister(), nil))
 	return &Dispatcher{
 		upstream: validating.NewDispatcher(nil, m),
 		// An empty scheme: objects arrive already in the version the webhook
@@ -76,7 +78,7 @@ type Result struct {
 var ErrInternal = errors.New("internal error evaluating policies")
 
 // Dispatch evaluates hooks against attrs.
-func (d *Dispatcher) Dispatch(ctx context.Context, attrs *Attributes, hooks []Hook) (Result, error) {
+func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, hooks []Hook) (Result, error) {
 	rec := &warnings{}
 	ctx, tr := WithTrace(warning.WithWarningRecorder(ctx, rec))
 	attrs.Validating()

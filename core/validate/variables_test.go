@@ -3,14 +3,12 @@ package validate
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -56,11 +53,11 @@ func TestVariablesMatchUpstream(t *testing.T) {
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	params := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"limit": "5"}}}
 
-	c := NewCompiler()
+	c := celeval.NewCompiler()
 	var compared, outOfBudget, overLimit, failing, replayed int
 	for _, p := range policies {
 		got, _ := compileSets(c.ForPolicy(true), p)
-		want, err := c.upstreamSets(p)
+		want, err := upstreamSets(c, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +99,7 @@ func TestVariablesMatchUpstream(t *testing.T) {
 					if !slices.Equal(again.trace, full.trace) || !slices.Equal(first.trace, full.trace) {
 						t.Errorf("%s, evaluated twice:\n%s\nupstream:\n%s", name, strings.Join(again.trace, "\n"), strings.Join(full.trace, "\n"))
 					}
-					if len(attrs.memos) > 0 {
+					if attrs.Remembered() > 0 {
 						replayed++
 					}
 					// With other params, or in another namespace, on the
@@ -138,7 +135,7 @@ type evaluationInput struct {
 
 // shared is the review of an evaluation to run again.
 type shared struct {
-	attrs *Attributes
+	attrs *celeval.Attributes
 	va    *admission.VersionedAttributes
 }
 
@@ -203,127 +200,6 @@ func describe(r plugincel.EvaluationResult) string {
 	return fmt.Sprintf("%s %v", r.EvalResult.Type().TypeName(), r.EvalResult.Value())
 }
 
-// `variables` behaves as upstream's lazy map in every operation CEL can
-// apply to it, whatever the checker lets through.
-func TestVariablesValueMatchesUpstream(t *testing.T) {
-	upstream, err := plugincel.NewCompositedCompiler(NewCompiler().env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := NewVariables()
-	for _, v := range []struct{ name, expr string }{{"a", "1"}, {"b", "variables.a + 1"}, {"broken", "object.nope"}} {
-		vars.Add(v.name, upstream.CompileAndStoreVariable(&validating.Variable{Name: v.name, Expression: v.expr}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions))
-	}
-	object := types.NewStringStringMap(types.DefaultTypeAdapter, map[string]string{})
-	upstreamAct := &activation{object: object}
-	want := upstream.CreateContext(context.Background()).Variables(upstreamAct)
-	upstreamAct.variables = want
-	act := &activation{object: object, composition: &composition{Context: context.Background(), vars: vars}}
-	got := act.variablesValue()
-
-	if g, w := got.Type().TypeName(), want.Type().TypeName(); g != w {
-		t.Errorf("type %s, upstream %s", g, w)
-	}
-	if g, w := got.(interface{ Size() ref.Val }).Size(), want.(interface{ Size() ref.Val }).Size(); g != w {
-		t.Errorf("size %v, upstream %v", g, w)
-	}
-	for _, key := range []ref.Val{types.String("a"), types.String("b"), types.String("broken"), types.String("c"), types.String("a__dot__b"), types.String("__if__"), types.Int(1), types.NewErr("boom")} {
-		gm, wm := got.(interface {
-			Find(ref.Val) (ref.Val, bool)
-			Get(ref.Val) ref.Val
-			Contains(ref.Val) ref.Val
-		}), want.(interface {
-			Find(ref.Val) (ref.Val, bool)
-			Get(ref.Val) ref.Val
-			Contains(ref.Val) ref.Val
-		})
-		gv, gf := gm.Find(key)
-		wv, wf := wm.Find(key)
-		if gf != wf || fmt.Sprint(gv) != fmt.Sprint(wv) {
-			t.Errorf("Find(%v) = %v, %v; upstream %v, %v", key, gv, gf, wv, wf)
-		}
-		if g, w := fmt.Sprint(gm.Get(key)), fmt.Sprint(wm.Get(key)); g != w {
-			t.Errorf("Get(%v) = %s; upstream %s", key, g, w)
-		}
-		if g, w := fmt.Sprint(gm.Contains(key)), fmt.Sprint(wm.Contains(key)); g != w {
-			t.Errorf("Contains(%v) = %s; upstream %s", key, g, w)
-		}
-	}
-	var gotKeys, wantKeys []string
-	for it := got.(interface{ Iterator() traits.Iterator }).Iterator(); it.HasNext() == types.True; {
-		gotKeys = append(gotKeys, fmt.Sprint(it.Next()))
-	}
-	for it := want.(interface{ Iterator() traits.Iterator }).Iterator(); it.HasNext() == types.True; {
-		wantKeys = append(wantKeys, fmt.Sprint(it.Next()))
-	}
-	gi := got.(interface{ Iterator() traits.Iterator }).Iterator()
-	wi := want.(interface{ Iterator() traits.Iterator }).Iterator()
-	_, gErr := gi.ConvertToNative(reflect.TypeOf(""))
-	_, wErr := wi.ConvertToNative(reflect.TypeOf(""))
-	if g, w := fmt.Sprint(gi.ConvertToType(types.StringType), gErr, gi.Type(), gi.Value(), gi.Equal(gi), gi.Equal(types.Int(1))),
-		fmt.Sprint(wi.ConvertToType(types.StringType), wErr, wi.Type(), wi.Value(), wi.Equal(wi), wi.Equal(types.Int(1))); g != w {
-		t.Errorf("iterator: %s; upstream %s", g, w)
-	}
-	slices.Sort(gotKeys)
-	slices.Sort(wantKeys)
-	if !slices.Equal(gotKeys, wantKeys) {
-		t.Errorf("iterated %q, upstream %q", gotKeys, wantKeys)
-	}
-	if g, w := fmt.Sprint(got.ConvertToType(types.TypeType)), fmt.Sprint(want.ConvertToType(types.TypeType)); g != w {
-		t.Errorf("type value %s, upstream %s", g, w)
-	}
-	if got.ConvertToType(got.Type()) != got {
-		t.Errorf("conversion to its own type is not the value itself")
-	}
-	if g, w := fmt.Sprint(got.ConvertToType(types.StringType)), fmt.Sprint(want.ConvertToType(types.StringType)); g != w {
-		t.Errorf("conversion to string %s, upstream %s", g, w)
-	}
-	_, gErr = got.ConvertToNative(reflect.TypeOf(""))
-	_, wErr = want.ConvertToNative(reflect.TypeOf(""))
-	if fmt.Sprint(gErr) != fmt.Sprint(wErr) {
-		t.Errorf("ConvertToNative: %v, upstream %v", gErr, wErr)
-	}
-	if got.Equal(got) != types.True || got.Equal(act.composition.Variables(act)) != types.False || fmt.Sprint(got.Equal(types.Int(1))) != fmt.Sprint(want.Equal(types.Int(1))) {
-		t.Errorf("equality is not by identity")
-	}
-	if fmt.Sprint(got.Value()) != fmt.Sprint(want.Value()) {
-		t.Errorf("Value %v, upstream %v", got.Value(), want.Value())
-	}
-}
-
-// A variable whose evaluation the review's deadline interrupted is not
-// remembered: evaluated again, it would not end the same way.
-func TestInterruptedVariableNotRemembered(t *testing.T) {
-	compiler := NewCompiler().ForPolicy(true)
-	vars := NewVariables()
-	r := compiler.CompileAndStoreVariable(&validating.Variable{Name: "products", Expression: "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(y, x * y)).size()"}, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
-	if r.Error != nil {
-		t.Fatal(r.Error)
-	}
-	vars.Add("products", r)
-	memo := &variableMemo{entries: make([]memoEntry, 1)}
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-
-	for _, tc := range []struct {
-		ctx  context.Context
-		want string
-		done bool
-	}{
-		{cancelled, `composited variable "products" fails to evaluate: operation interrupted: context canceled`, false},
-		{context.Background(), "10", true},
-	} {
-		act := &activation{composition: &composition{Context: tc.ctx, vars: vars, memo: memo}}
-		v, found := act.variablesValue().(*variablesValue).Find(types.String("products"))
-		if !found || fmt.Sprint(v) != tc.want || memo.entries[0].done != tc.done {
-			t.Errorf("with context error %v: %v (found %v), remembered %v; want %s, remembered %v", tc.ctx.Err(), v, found, memo.entries[0].done, tc.want, tc.done)
-		}
-	}
-	if memo.entries[0].val != types.Int(10) || memo.entries[0].cost == 0 {
-		t.Errorf("remembered %v at cost %d", memo.entries[0].val, memo.entries[0].cost)
-	}
-}
-
 // The objects are part of what is remembered: on one review, another
 // version of the object (another kind a policy matches by equivalence)
 // evaluates the variables again.
@@ -332,7 +208,7 @@ func TestVariablesRememberedPerObject(t *testing.T) {
 		Variables:   []admissionregistrationv1.Variable{{Name: "replicas", Expression: "object.spec.replicas"}},
 		Validations: []admissionregistrationv1.Validation{{Expression: "variables.replicas == 3"}},
 	}}
-	sets, errs := compileSets(NewCompiler().ForPolicy(true), p)
+	sets, errs := compileSets(celeval.NewCompiler().ForPolicy(true), p)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -348,7 +224,7 @@ func TestVariablesRememberedPerObject(t *testing.T) {
 			t.Errorf("replicas == 3 on %v: %+v, %v; want %v", tc.va.VersionedObject.Object().(*unstructured.Unstructured).Object["spec"], results, err, tc.want)
 		}
 	}
-	if n := len(attrs.memos); n != 2 {
+	if n := attrs.Remembered(); n != 2 {
 		t.Errorf("%d memories, want one per object", n)
 	}
 }

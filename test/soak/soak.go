@@ -28,8 +28,8 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/validate"
 )
 
 // Case is one review the clients send, on its route.
@@ -131,7 +131,7 @@ func ExampleCases(testdata, policies string) ([]Case, error) {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("%s/reviews.json: %w", testdata, err)
 	}
-	eng, _, err := engine.Load(os.DirFS(policies), ".", validate.NewCompiler())
+	eng, _, err := engine.Load(os.DirFS(policies), ".", celeval.NewCompiler())
 	if err != nil {
 		return nil, err
 	}

@@ -18,10 +18,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/functions/bundle"
 )
 
@@ -40,8 +40,8 @@ const (
 // Config says where bundles come from and how often to look.
 type Config struct {
 	Fetcher *bundle.Fetcher
-	// Compiler compiles bundles (validate.NewCompiler() when nil).
-	Compiler *validate.Compiler
+	// Compiler compiles bundles (celeval.NewCompiler() when nil).
+	Compiler *celeval.Compiler
 	// Interval between checks; a check happens on the first request after
 	// Interval plus a random jitter of up to a fifth of it. Zero means
 	// DefaultInterval; a negative value turns refresh off after the first
@@ -108,7 +108,7 @@ var _ interface {
 // fallback, if any): call Load, or let the first request load.
 func New(cfg Config) *Reloader {
 	if cfg.Compiler == nil {
-		cfg.Compiler = validate.NewCompiler()
+		cfg.Compiler = celeval.NewCompiler()
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval

@@ -15,10 +15,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
@@ -492,7 +492,7 @@ func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng, err := engine.New(fb, validate.NewCompiler())
+		eng, err := engine.New(fb, celeval.NewCompiler())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,10 +18,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/adapters/metrics"
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
-	"github.com/admitfn/admitfn/core/validate"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
@@ -127,7 +127,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	compiler := validate.NewCompiler()
+	compiler := celeval.NewCompiler()
 	// Until the first bundle is compiled nothing else runs, and compiling
 	// allocates several times what it keeps: collecting as often as usual
 	// then is a third of a cold start. Collect rarely until then; OnLoad's

@@ -1,0 +1,65 @@
+// Package celeval is admitfn's CEL runtime for admission policies, shared by
+// the validating and the mutating path: kube-apiserver's environments and
+// compilers (k8s.io/apiserver/pkg/admission/plugin/cel), with the values a
+// review's expressions read (request, objects, namespace, params,
+// variables) built once per review and shared by every policy.
+package celeval
+
+import (
+	"sync"
+
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// Compiler compiles policies against the base CEL environment of the
+// Kubernetes version admitfn tracks, at the compatibility version a
+// kube-apiserver of that version uses.
+type Compiler struct {
+	env *environment.EnvSet
+	// envs are the environments upstream's compiler declares for each
+	// combination of optional variables, built once each, on first use.
+	envs map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error)
+	// shared compile the policies that declare no variables: such a policy
+	// stores nothing in its compiler, so one per combination serves all.
+	shared map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error)
+}
+
+// NewCompiler returns a compiler on the base environment kube-apiserver's
+// ValidatingAdmissionPolicy plugin uses (built once per process upstream).
+func NewCompiler() *Compiler {
+	c := &Compiler{
+		env:    boundedBase(),
+		envs:   map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
+		shared: map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
+	}
+	add := func(opts plugincel.OptionalVariableDeclarations, env func() (*environment.EnvSet, error)) {
+		env = sync.OnceValues(env)
+		c.envs[opts] = env
+		c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts) })
+	}
+	for _, params := range []bool{false, true} {
+		for _, authorizer := range []bool{false, true} {
+			opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer}
+			add(opts, func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
+			patch := opts
+			patch.HasPatchTypes = true
+			add(patch, func() (*environment.EnvSet, error) { return withPatchTypes(c.envs[opts]) })
+		}
+	}
+	return c
+}
+
+// Env is the base environment the compiler's environments extend.
+func (c *Compiler) Env() *environment.EnvSet { return c.env }
+
+// ExpressionError is a CEL expression that does not compile. Its text is the
+// field path followed by the compiler's own message, caret line included.
+type ExpressionError struct {
+	Field string
+	Err   error
+}
+
+func (e *ExpressionError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+func (e *ExpressionError) Unwrap() error { return e.Err }
