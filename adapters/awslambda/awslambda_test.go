@@ -149,7 +149,7 @@ func TestGoldenReviewsMatchTheServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		serverGolden, err := os.ReadFile(filepath.Join("../http/testdata", review+".response.json"))
+		serverGolden, err := os.ReadFile(filepath.Join("../httpadapter/testdata", review+".response.json"))
 		if err != nil {
 			t.Fatal(err)
 		}

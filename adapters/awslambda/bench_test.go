@@ -22,7 +22,7 @@ import (
 // the request, encoding the event response.
 func BenchmarkGoldenEvents(b *testing.B) {
 	lambdaHandler := examplesHandler(b, io.Discard)
-	cases, err := soak.ExampleCases("../http/testdata", "../../policies/examples")
+	cases, err := soak.ExampleCases("../httpadapter/testdata", "../../policies/examples")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,11 +44,11 @@ func TestThroughTheFramework(t *testing.T) {
 	l.Close()
 	go funcframework.StartHostPort("127.0.0.1", port) // serves until the test binary exits
 
-	request, err := os.ReadFile("../http/testdata/warn.request.json")
+	request, err := os.ReadFile("../httpadapter/testdata/warn.request.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden, err := os.ReadFile("../http/testdata/warn.response.json")
+	golden, err := os.ReadFile("../httpadapter/testdata/warn.response.json")
 	if err != nil {
 		t.Fatal(err)
 	}
