@@ -73,8 +73,8 @@ func New(h http.Handler, log zerolog.Logger) *Handler {
 // headers, query parameters, path parameters and the body, each adds fields
 // of its own that never clash, and the request context holds what is read
 // of both. An event is mostly its escaped body; telling the formats apart
-// and then decoding the event as aws-lambda-go's type of its format read it
-// twice, and a warm invocation took 12% longer (BenchmarkGoldenEvents).
+// and then decoding the event as aws-lambda-go's type of its format would
+// read it twice (BenchmarkGoldenEvents, docs/performance.md).
 // A field of the wrong type fails the event, even one its format lacks;
 // fields admitfn does not read are not checked.
 type httpEvent struct {

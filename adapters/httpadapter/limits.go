@@ -20,8 +20,8 @@ type Limits struct {
 }
 
 // bodyAmplification is how many bytes of heap a review body costs while it
-// is decoded and evaluated, at most, as measured with 5 MB ConfigMaps (JSON
-// decoding into maps, the CEL object values, the answer).
+// is decoded and evaluated, at most (JSON decoding into maps, the CEL object
+// values, the answer), as docs/performance.md measures it.
 const bodyAmplification = 16
 
 // defaultMemory stands for the memory of a process without a limit.

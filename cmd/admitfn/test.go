@@ -33,8 +33,8 @@ import (
 	"github.com/admitfn/admitfn/core/review"
 )
 
-// testFile is a file of test cases for one bundle (README "Testing
-// policies").
+// testFile is a file of test cases for one bundle (docs/policies.md,
+// "Testing policies").
 type testFile struct {
 	// Policies is the bundle directory, relative to the test file; by
 	// default the test file's own directory.
@@ -108,7 +108,7 @@ reinvocationPolicy is IfNeeded), then validating webhooks on the mutated
 object. It passes when the outcome is what the case expects.
 
 Prints one line per case and, for a failure, what differs; exits 1 when a
-case fails. See README "Testing policies" for the file format.
+case fails. docs/policies.md ("Testing policies") describes the file format.
 
 Flags:
 `)

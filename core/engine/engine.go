@@ -104,7 +104,7 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 		errs      []*celeval.ExpressionError
 	}
 	// ApplyConfiguration mutations need client-go's schema of the built-in
-	// kinds, whose parse takes longer than compiling most bundles (65 ms):
+	// kinds, whose parse takes longer than compiling most bundles:
 	// it starts now and goes on in the background, so validating reviews
 	// and JSON Patches, which never read it, do not wait for it; the first
 	// ApplyConfiguration waits for what is left of it.

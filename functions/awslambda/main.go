@@ -125,8 +125,8 @@ const oneVCPUMemoryMB = 1769
 // the runtime's. A function with less than one vCPU of time that serves one
 // invocation at a time gets nothing from a second P but the scheduler's
 // hand-offs between threads, paid from the same share: with one, a warm
-// invocation spends a fifth less CPU and takes no longer
-// (BenchmarkWarmInvocations). Init, and the first bundle's background work,
+// invocation spends less CPU and takes no longer (BenchmarkWarmInvocations,
+// docs/performance.md). Init, and the first bundle's background work,
 // keep every P Lambda shows (parsing runs in parallel, and the first
 // invocations need not share a P with client-go's schema parse).
 // GOMAXPROCS in the environment rules, and a Lambda

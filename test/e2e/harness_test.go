@@ -1,5 +1,5 @@
 // Package e2e runs admitfn behind a real kube-apiserver (with etcd): the only
-// real client of an admission webhook. See README "End-to-end tests".
+// real client of an admission webhook. See CONTRIBUTING.md, "End-to-end tests".
 package e2e
 
 import (

@@ -195,9 +195,9 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 }
 
 // loadGCPercent is the collector's GOGC while the first bundle loads: the heap
-// may grow to five times what is live (the 100-policy bundle of
-// docs/performance.md: 7 MiB more at its peak, a third less time), and a soft
-// memory limit, if one is set, still bounds it.
+// may grow to five times what is live, which shortens the load
+// (docs/performance.md), and a soft memory limit, if one is set, still
+// bounds it.
 const loadGCPercent = 400
 
 // collector keeps the collector's pace: loadGCPercent during the first

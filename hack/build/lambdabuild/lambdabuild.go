@@ -20,7 +20,7 @@ const Package = "github.com/admitfn/admitfn/functions/awslambda"
 
 // Flags are the go build flags of a bootstrap: no RPC mode (provided
 // runtimes use the Runtime API only), no GCS client (a Lambda reads its
-// bundle from S3 or its package; the client would add 19 MiB), no paths, VCS
+// bundle from S3 or its package; the client would add megabytes), no paths, VCS
 // stamps or build ids that would make two builds of one source differ, no
 // symbol tables.
 var Flags = []string{"-tags", "lambda.norpc,admitfn_nogcs", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}

@@ -3,7 +3,7 @@
 //
 // Each SDK adds megabytes to a binary and time to its start, so a build can
 // leave one out: -tags admitfn_nogcs or admitfn_nos3. `make lambda` builds
-// without GCS (19 MiB less); such a build refuses gs:// with a clear error.
+// without GCS; such a build refuses gs:// with a clear error.
 package anystore
 
 import (
