@@ -278,23 +278,26 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	logLine := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str("route", h.routeLabel(route)).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
+	// reject answers code with a Status saying message and returns its log
+	// line, status set, for the caller to finish.
+	reject := func(e *zerolog.Event, code int, message string) *zerolog.Event {
+		WriteStatus(w, code, message)
+		return e.Int("status", code)
+	}
 
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		WriteStatus(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q not supported: send application/json", ct))
-		logLine(log.Warn()).Int("status", http.StatusUnsupportedMediaType).Msg("rejected review request")
+		reject(logLine(log.Warn()), http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q not supported: send application/json", ct)).Msg("rejected review request")
 		return
 	}
 	ctx, cancel, err := deadline(r)
 	if err != nil {
-		WriteStatus(w, http.StatusBadRequest, err.Error())
-		logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+		reject(logLine(log.Warn()), http.StatusBadRequest, err.Error()).Msg("rejected review request")
 		return
 	}
 	defer cancel()
 
 	tooLarge := func() {
-		WriteStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
-		logLine(log.Warn()).Int("status", http.StatusRequestEntityTooLarge).Msg("rejected review request")
+		reject(logLine(log.Warn()), http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)).Msg("rejected review request")
 	}
 	size := r.ContentLength
 	switch {
@@ -306,14 +309,12 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	if !h.admit(size) {
 		w.Header().Set("Retry-After", retryAfterSeconds)
-		WriteStatus(w, http.StatusTooManyRequests, "too many reviews in flight: retry later")
-		logLine(log.Warn()).Int("status", http.StatusTooManyRequests).Int64("bytes", size).Msg("review shed: too many in flight")
+		reject(logLine(log.Warn()), http.StatusTooManyRequests, "too many reviews in flight: retry later").Int64("bytes", size).Msg("review shed: too many in flight")
 		return
 	}
 	defer h.release(size)
 	timedOut := func(stage string) {
-		WriteStatus(w, http.StatusGatewayTimeout, "review did not finish before the deadline: "+stage)
-		logLine(log.Warn()).Int("status", http.StatusGatewayTimeout).Str("stage", stage).Msg("review timed out")
+		reject(logLine(log.Warn()), http.StatusGatewayTimeout, "review did not finish before the deadline: "+stage).Str("stage", stage).Msg("review timed out")
 	}
 
 	// The body arrives within the deadline or not at all.
@@ -333,8 +334,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			timedOut("the request body was still arriving")
 		default:
-			WriteStatus(w, http.StatusBadRequest, "could not read request body")
-			logLine(log.Warn()).Int("status", http.StatusBadRequest).Msg("rejected review request")
+			reject(logLine(log.Warn()), http.StatusBadRequest, "could not read request body").Msg("rejected review request")
 		}
 		return
 	}
@@ -344,8 +344,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	req, err := review.Decode(body)
 	if err != nil {
-		WriteStatus(w, http.StatusBadRequest, err.Error())
-		logLine(log.Warn()).Int("status", http.StatusBadRequest).Str("error", err.Error()).Msg("rejected review request")
+		reject(logLine(log.Warn()), http.StatusBadRequest, err.Error()).Str("error", err.Error()).Msg("rejected review request")
 		return
 	}
 	if ctx.Err() != nil {
@@ -362,8 +361,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
-			fields(log.Error()).Int("status", http.StatusInternalServerError).
+			reject(fields(log.Error()), http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID)).
 				Str("panic", panicText(p)).Str("stack", string(debug.Stack())).Msg("review panicked")
 		}
 	}()
@@ -371,28 +369,23 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	res, err := h.engine.Review(ctx, route, req)
 	switch {
 	case errors.Is(err, engine.ErrUnknownRoute):
-		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path()))
-		fields(log.Warn()).Int("status", http.StatusNotFound).Str("requested_route", clip(route.Path(), 128)).
+		reject(fields(log.Warn()), http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path())).Str("requested_route", clip(route.Path(), 128)).
 			Msg("configuration drift: the webhook configuration names a group the bundle does not have")
 		return
 	case errors.Is(err, engine.ErrNoBundle):
-		WriteStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID))
-		fields(log.Error()).Int("status", http.StatusServiceUnavailable).Msg("no policy bundle loaded")
+		reject(fields(log.Error()), http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID)).Msg("no policy bundle loaded")
 		return
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		WriteStatus(w, http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID))
-		fields(log.Warn()).Int("status", http.StatusGatewayTimeout).Msg("review timed out")
+		reject(fields(log.Warn()), http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID)).Msg("review timed out")
 		return
 	case err != nil:
-		WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID))
-		fields(log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("review failed")
+		reject(fields(log.Error()), http.StatusInternalServerError, fmt.Sprintf("internal error reviewing request %s", req.UID)).Err(err).Msg("review failed")
 		return
 	}
 
 	out, err := review.Encode(req.APIVersion, res.Response)
 	if err != nil {
-		WriteStatus(w, http.StatusInternalServerError, fmt.Sprintf("internal error encoding the response to request %s", req.UID))
-		fields(log.Error()).Int("status", http.StatusInternalServerError).Err(err).Msg("encode response")
+		reject(fields(log.Error()), http.StatusInternalServerError, fmt.Sprintf("internal error encoding the response to request %s", req.UID)).Err(err).Msg("encode response")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
