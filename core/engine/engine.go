@@ -99,10 +99,6 @@ func Load(fsys fs.FS, dir string, c *celeval.Compiler) (*Engine, *policy.Set, er
 // "<file>: policy <name>: <field>: <CEL error>".
 func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	var errs policy.Errors
-	type compiled[E any] struct {
-		evaluator E
-		errs      []*celeval.ExpressionError
-	}
 	// ApplyConfiguration mutations need client-go's schema of the built-in
 	// kinds, whose parse takes longer than compiling most bundles:
 	// it starts now and goes on in the background, so validating reviews
@@ -111,30 +107,13 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	if slices.ContainsFunc(b.MutatingPolicies, mutate.NeedsSchema) {
 		go mutate.Warm()
 	}
-	// Policies compile independently, on every CPU (CEL environments are
-	// safe for concurrent use): compiling is most of a cold start.
-	validators := map[string]validating.Validator{}
-	for i, r := range parallel.Map(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) compiled[validating.Validator] {
-		v, fieldErrs := validate.Compile(c, p)
-		return compiled[validating.Validator]{v, fieldErrs}
-	}) {
-		p := b.Policies[i]
-		for _, fe := range r.errs {
-			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("ValidatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
-		}
-		validators[p.Name] = r.evaluator
-	}
-	mutators := map[string]mutating.PolicyEvaluator{}
-	for i, r := range parallel.Map(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) compiled[mutating.PolicyEvaluator] {
-		m, fieldErrs := mutate.Compile(c, p)
-		return compiled[mutating.PolicyEvaluator]{m, fieldErrs}
-	}) {
-		p := b.MutatingPolicies[i]
-		for _, fe := range r.errs {
-			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin("MutatingAdmissionPolicy", p.Name).File, p.Name, fe.Error()))
-		}
-		mutators[p.Name] = r.evaluator
-	}
+	validators, verrs := compileAll(b, "ValidatingAdmissionPolicy", b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*celeval.ExpressionError) {
+		return validate.Compile(c, p)
+	})
+	mutators, merrs := compileAll(b, "MutatingAdmissionPolicy", b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*celeval.ExpressionError) {
+		return mutate.Compile(c, p)
+	})
+	errs = append(append(errs, verrs...), merrs...)
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {
@@ -156,41 +135,13 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	}
 	for _, g := range e.order {
 		r := &route{group: g}
-		var hooks []validate.Hook
-		var mutating []mutate.Hook
-		// Hooks follow bundle order: mutating policies apply in it. Copies
-		// are made to drop the namespace selectors (see
-		// clearNamespaceSelector).
-		for _, p := range b.Policies {
-			var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			for _, pb := range g.Bindings {
-				if pb.Spec.PolicyName == p.Name {
-					pb = pb.DeepCopy()
-					clearNamespaceSelector(pb.Spec.MatchResources)
-					bindings = append(bindings, pb)
-				}
-			}
-			if len(bindings) > 0 {
-				p = p.DeepCopy()
-				clearNamespaceSelector(p.Spec.MatchConstraints)
-				hooks = append(hooks, validate.NewHook(p, bindings, validators[p.Name], store(p.Spec.ParamKind)))
-			}
-		}
-		for _, p := range b.MutatingPolicies {
-			var bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding
-			for _, pb := range g.MutatingBindings {
-				if pb.Spec.PolicyName == p.Name {
-					pb = pb.DeepCopy()
-					clearNamespaceSelector(pb.Spec.MatchResources)
-					bindings = append(bindings, pb)
-				}
-			}
-			if len(bindings) > 0 {
-				p = p.DeepCopy()
-				clearNamespaceSelector(p.Spec.MatchConstraints)
-				mutating = append(mutating, mutate.NewHook(p, bindings, mutators[p.Name], store(p.Spec.ParamKind)))
-			}
-		}
+		// Hooks follow bundle order: mutating policies apply in it.
+		hooks := groupHooks(b.Policies, g.Bindings, validatingKind, func(p *admissionregistrationv1.ValidatingAdmissionPolicy, bs []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) validate.Hook {
+			return validate.NewHook(p, bs, validators[p.Name], store(p.Spec.ParamKind))
+		})
+		mutating := groupHooks(b.MutatingPolicies, g.MutatingBindings, mutatingKind, func(p *admissionregistrationv1.MutatingAdmissionPolicy, bs []*admissionregistrationv1.MutatingAdmissionPolicyBinding) mutate.Hook {
+			return mutate.NewHook(p, bs, mutators[p.Name], store(p.Spec.ParamKind))
+		})
 		r.validating = newIndex(hooks, func(h validate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		r.mutating = newIndex(mutating, func(h mutate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		e.routes[g.Route()] = r
@@ -401,6 +352,85 @@ func WebhookAuditKey(key string) string {
 
 // clearNamespaceSelector empties m's namespace selector. The apiserver
 // applies namespace selectors before calling a group's route, so they are
+
+// compileAll compiles policies independently, on every CPU (CEL
+// environments are safe for concurrent use): compiling is most of a cold
+// start. Errors name the policy's file and the policy.
+func compileAll[P metav1.Object, E any](b *policy.Set, kind string, policies []P, compile func(P) (E, []*celeval.ExpressionError)) (map[string]E, policy.Errors) {
+	type compiled struct {
+		evaluator E
+		errs      []*celeval.ExpressionError
+	}
+	var errs policy.Errors
+	out := make(map[string]E, len(policies))
+	for i, r := range parallel.Map(policies, func(p P) compiled {
+		e, errs := compile(p)
+		return compiled{e, errs}
+	}) {
+		name := policies[i].GetName()
+		for _, fe := range r.errs {
+			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error()))
+		}
+		out[name] = r.evaluator
+	}
+	return out, errs
+}
+
+// bindingKind is what groupHooks needs of a policy kind and its bindings:
+// which policy a binding names, and copies of each without namespace
+// selectors (see clearNamespaceSelector).
+type bindingKind[P, B any] struct {
+	policyName func(B) string
+	unselectP  func(P) P
+	unselectB  func(B) B
+}
+
+var validatingKind = bindingKind[*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]{
+	policyName: func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
+	unselectP: func(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicy {
+		p = p.DeepCopy()
+		clearNamespaceSelector(p.Spec.MatchConstraints)
+		return p
+	},
+	unselectB: func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+		b = b.DeepCopy()
+		clearNamespaceSelector(b.Spec.MatchResources)
+		return b
+	},
+}
+
+var mutatingKind = bindingKind[*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding]{
+	policyName: func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
+	unselectP: func(p *admissionregistrationv1.MutatingAdmissionPolicy) *admissionregistrationv1.MutatingAdmissionPolicy {
+		p = p.DeepCopy()
+		clearNamespaceSelector(p.Spec.MatchConstraints)
+		return p
+	},
+	unselectB: func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
+		b = b.DeepCopy()
+		clearNamespaceSelector(b.Spec.MatchResources)
+		return b
+	},
+}
+
+// groupHooks makes, in bundle order, a hook of each policy the group binds,
+// from copies of the policy and its bindings without namespace selectors.
+func groupHooks[P metav1.Object, B, H any](policies []P, bindings []B, k bindingKind[P, B], hook func(P, []B) H) []H {
+	var hooks []H
+	for _, p := range policies {
+		var bound []B
+		for _, pb := range bindings {
+			if k.policyName(pb) == p.GetName() {
+				bound = append(bound, k.unselectB(pb))
+			}
+		}
+		if len(bound) > 0 {
+			hooks = append(hooks, hook(k.unselectP(p), bound))
+		}
+	}
+	return hooks
+}
+
 // dropped before matching: the function could not evaluate them.
 func clearNamespaceSelector(m *admissionregistrationv1.MatchResources) {
 	if m != nil {
