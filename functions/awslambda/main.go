@@ -81,15 +81,12 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
-	limit, err := memlimit.Apply(getenv, memlimit.Lambda(getenv))
-	if err != nil {
-		log.Warn().Err(err).Msg("no soft memory limit")
-	}
+	limit := startup.MemoryLimit(getenv, log, memlimit.Lambda(getenv))
 	// Lambda allows 10 s for the whole init phase.
 	cfg.InitTimeout = 5 * time.Second
 	cfg.MemoryLimit = limit
 	// Once the bundle is compiled and its background work done.
-	if procs := invocationProcs(getenv); procs > 0 {
+	if procs := memlimit.LambdaProcs(getenv); procs > 0 {
 		cfg.Settled = func() {
 			runtime.GOMAXPROCS(procs)
 			log.Info().Int("gomaxprocs", procs).Msg("invocations run on one P: the function has less than one vCPU")
@@ -104,46 +101,10 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 		log.Error().Err(err).Msg("cannot load the policy bundle")
 		return nil, initError(api, errorType, err)
 	}
-	e := log.Info().Str("policies", cfg.Policies)
-	if eng := rl.Engine(); eng != nil {
-		policies, bindings := startup.Counts(eng.Policies())
-		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
-	}
-	e = limit.Log(e)
-	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	startup.Ready(log.Info(), cfg, rl).Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// One CloudWatch Embedded Metric Format line per review.
 	rec := metrics.NewEMF(log, startup.Metrics(rl))
 	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log), nil
-}
-
-// oneVCPUMemoryMB is the memory at which a Lambda function has the
-// equivalent of one vCPU (one vCPU-second of credits per second); Lambda
-// allocates CPU in proportion to memory.
-const oneVCPUMemoryMB = 1769
-
-// invocationProcs is the GOMAXPROCS to serve invocations with, or 0 to keep
-// the runtime's. A function with less than one vCPU of time that serves one
-// invocation at a time gets nothing from a second P but the scheduler's
-// hand-offs between threads, paid from the same share: with one, a warm
-// invocation spends less CPU and takes no longer (BenchmarkWarmInvocations,
-// docs/performance.md). Init, and the first bundle's background work,
-// keep every P Lambda shows (parsing runs in parallel, and the first
-// invocations need not share a P with client-go's schema parse).
-// GOMAXPROCS in the environment rules, and a Lambda
-// Managed Instances function serving several invocations at once
-// (AWS_LAMBDA_MAX_CONCURRENCY) keeps its parallelism.
-func invocationProcs(getenv func(string) string) int {
-	if getenv("GOMAXPROCS") != "" {
-		return 0
-	}
-	if c := getenv("AWS_LAMBDA_MAX_CONCURRENCY"); c != "" && c != "1" {
-		return 0
-	}
-	memory, ok, err := memlimit.Lambda(getenv).Read()
-	if err != nil || !ok || memory >= oneVCPUMemoryMB<<20 {
-		return 0
-	}
-	return 1
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

@@ -73,23 +73,14 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, err
 	}
-	limit, err := memlimit.Apply(getenv, memlimit.Cgroup())
-	if err != nil {
-		log.Warn().Err(err).Msg("no soft memory limit")
-	}
+	limit := startup.MemoryLimit(getenv, log, memlimit.Cgroup())
 	cfg.InitTimeout = 10 * time.Second
 	cfg.MemoryLimit = limit
 	rl, err := startup.Start(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	e := log.Info().Str("policies", cfg.Policies)
-	if eng := rl.Engine(); eng != nil {
-		policies, bindings := startup.Counts(eng.Policies())
-		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
-	}
-	e = limit.Log(e)
-	e.Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
+	startup.Ready(log.Info(), cfg, rl).Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// Metric fields in a log line per review, for log-based metrics.
 	rec := metrics.NewLogFields(log, startup.Metrics(rl))
 	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log, getenv("GOOGLE_CLOUD_PROJECT")), nil

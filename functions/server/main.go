@@ -123,10 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
-	limit, err := memlimit.Apply(getenv, memlimit.Cgroup())
-	if err != nil {
-		log.Warn().Err(err).Msg("no soft memory limit")
-	}
+	limit := startup.MemoryLimit(getenv, log, memlimit.Cgroup())
 	cfg.bundle.MemoryLimit = limit
 	cfg.bundle.Background = true // rl.Run below
 
@@ -160,13 +157,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.tlsCert != "" {
 		scheme = "https"
 	}
-	e := log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Str("policies", cfg.bundle.Policies)
-	if eng := rl.Engine(); eng != nil {
-		policies, bindings := startup.Counts(eng.Policies())
-		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
-	}
-	e = limit.Log(e)
-	e.Msg("serving")
+	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")

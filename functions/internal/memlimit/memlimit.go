@@ -2,9 +2,10 @@
 // the memory the platform gives the process: near it the garbage collector
 // works harder, instead of the platform ending the process (a burst of large
 // reviews, a bundle reload holding two engines for a moment). GOMEMLIMIT,
-// when set, rules. Under a limit it also paces the collector (GCPercent):
-// memory the platform has given is paid for whether the heap uses it or
-// not, the collector's time is not.
+// when set, rules. Under a limit it also paces the collector (GCPercent,
+// Collector): memory the platform has given is paid for whether the heap
+// uses it or not, the collector's time is not; and it says how many Ps a
+// Lambda function's share of a CPU is worth (LambdaProcs).
 package memlimit
 
 import (

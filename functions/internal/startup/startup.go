@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	runtimemetrics "runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -132,8 +131,8 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	// allocates several times what it keeps: collecting as often as usual
 	// then is a third of a cold start. Collect rarely until then; OnLoad's
 	// FreeOSMemory collects once, in full.
-	gc := collectRarely(c.MemoryLimit)
-	defer gc.loaded()
+	gc := c.MemoryLimit.CollectRarely()
+	defer gc.Loaded()
 	settle := sync.OnceFunc(func() {
 		if c.Settled != nil {
 			c.Settled()
@@ -153,7 +152,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// the function's resident memory is what serving needs (it is
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			debug.FreeOSMemory()
-			gc.fit(log)
+			gc.Fit(log)
 			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema) {
 				// engine.New left the parse of client-go's schema running in
 				// the background; its garbage goes back when it is done, and
@@ -161,7 +160,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 				go func() {
 					mutate.Warm()
 					debug.FreeOSMemory()
-					gc.fit(log)
+					gc.Fit(log)
 					settle()
 				}()
 			} else {
@@ -194,76 +193,25 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	return r, nil
 }
 
-// loadGCPercent is the collector's GOGC while the first bundle loads: the heap
-// may grow to five times what is live, which shortens the load
-// (docs/performance.md), and a soft memory limit, if one is set, still
-// bounds it.
-const loadGCPercent = 400
-
-// collector keeps the collector's pace: loadGCPercent during the first
-// load, then the GOGC the process had, or under a memory limit the one
-// fitted to it after each load.
-type collector struct {
-	limit memlimit.Limit
-
-	mu      sync.Mutex
-	steady  int  // GOGC outside the first load
-	loading bool // the first load runs at loadGCPercent
-	fitted  bool // steady was fitted to the limit
+// MemoryLimit applies the soft memory limit of the first source that has
+// one (GOMEMLIMIT rules), and warns when none can be set.
+func MemoryLimit(getenv func(string) string, log zerolog.Logger, sources ...memlimit.Source) memlimit.Limit {
+	limit, err := memlimit.Apply(getenv, sources...)
+	if err != nil {
+		log.Warn().Err(err).Msg("no soft memory limit")
+	}
+	return limit
 }
 
-// collectRarely raises GOGC to loadGCPercent, unless it is higher already or
-// off, until loaded.
-func collectRarely(limit memlimit.Limit) *collector {
-	c := &collector{limit: limit, steady: debug.SetGCPercent(loadGCPercent), loading: true}
-	if c.steady < 0 || c.steady > loadGCPercent {
-		debug.SetGCPercent(c.steady)
-		c.loading = false
+// Ready adds to e what every entry point's ready line says: where the
+// bundle is, its id and size once one is loaded, and the memory limit.
+func Ready(e *zerolog.Event, c Config, rl *reload.Reloader) *zerolog.Event {
+	e = e.Str("policies", c.Policies)
+	if eng := rl.Engine(); eng != nil {
+		policies, bindings := counts(eng.Policies())
+		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
 	}
-	return c
-}
-
-// loaded ends the first load: GOGC is the steady one from now on.
-func (c *collector) loaded() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.loading {
-		debug.SetGCPercent(c.steady)
-		c.loading = false
-	}
-}
-
-// fit paces the collector to the memory limit from the heap live now, right
-// after a full collection: a larger bundle collects more often than a small
-// one under the same limit. A new pace is logged.
-func (c *collector) fit(log zerolog.Logger) {
-	live := heapLive()
-	p, ok := c.limit.GCPercent(live)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	changed := !c.fitted || c.steady != p
-	c.steady, c.fitted = p, true
-	if !c.loading {
-		debug.SetGCPercent(p)
-	}
-	c.mu.Unlock()
-	if !changed {
-		return
-	}
-	log.Info().Int("gc_percent", p).Uint64("heap_live_mib", live>>20).Int64("memory_limit_mib", c.limit.Bytes>>20).
-		Msg("collector paced to the memory limit")
-}
-
-// heapLive is the heap the last collection marked live.
-func heapLive() uint64 {
-	s := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	runtimemetrics.Read(s)
-	if s[0].Value.Kind() != runtimemetrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
+	return c.MemoryLimit.Log(e)
 }
 
 // logGroups logs the policy groups a bundle serves, one line each.
@@ -277,8 +225,8 @@ func logGroups(eng *engine.Engine, log zerolog.Logger) {
 	}
 }
 
-// Counts are the bundle's sizes for a start-up log line.
-func Counts(b *policy.Set) (policies, bindings int) {
+// counts are the bundle's sizes for a start-up log line.
+func counts(b *policy.Set) (policies, bindings int) {
 	return len(b.Policies) + len(b.MutatingPolicies), len(b.Bindings) + len(b.MutatingBindings)
 }
 

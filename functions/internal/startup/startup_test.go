@@ -51,20 +51,10 @@ func gcPercent() int {
 	return p
 }
 
-// The first load collects rarely; whatever GOGC was is back afterwards.
-func TestCollectRarelyWhileLoading(t *testing.T) {
+// Start leaves GOGC as it found it (memlimit.Collector collects rarely
+// while the first bundle loads).
+func TestStartRestoresGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(gcPercent())
-	for _, c := range []struct{ before, during int }{{100, 400}, {50, 400}, {400, 400}, {800, 800}, {-1, -1}} {
-		debug.SetGCPercent(c.before)
-		gc := collectRarely(memlimit.Limit{})
-		if got := gcPercent(); got != c.during {
-			t.Errorf("GOGC %d: %d while loading, want %d", c.before, got, c.during)
-		}
-		gc.loaded()
-		if got := gcPercent(); got != c.before {
-			t.Errorf("GOGC %d: %d after loading", c.before, got)
-		}
-	}
 	debug.SetGCPercent(70)
 	if _, err := Start(context.Background(), Config{Policies: "../../../policies/examples"}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
@@ -76,8 +66,7 @@ func TestCollectRarelyWhileLoading(t *testing.T) {
 
 // Under a memory limit the collector is paced to it after the load: the
 // example bundle's heap is a few MiB, so a 64 GiB limit gives the most
-// headroom (400) and a 1 MiB one the default (100). A fit during the first
-// load waits for its end; one after it (a reload) applies at once.
+// headroom (400) and a 1 MiB one the default (100).
 func TestPacedToTheMemoryLimit(t *testing.T) {
 	defer debug.SetGCPercent(gcPercent())
 	// The example bundle's mutations need client-go's schema: parsed here,
@@ -100,22 +89,6 @@ func TestPacedToTheMemoryLimit(t *testing.T) {
 		if n := strings.Count(logs.String(), line); n != 1 || !strings.Contains(logs.String(), `"message":"collector paced to the memory limit"`) {
 			t.Errorf("limit %d MiB: %d lines with %s:\n%s", c.limit>>20, n, line, logs.String())
 		}
-	}
-
-	debug.SetGCPercent(70)
-	gc := collectRarely(memlimit.Limit{Bytes: 1 << 20, From: "cgroup"})
-	gc.fit(zerolog.Nop())
-	if got := gcPercent(); got != loadGCPercent {
-		t.Errorf("GOGC %d after a fit during the first load, want %d", got, loadGCPercent)
-	}
-	gc.loaded()
-	if got := gcPercent(); got != 100 {
-		t.Errorf("GOGC %d after the first load, want the fitted 100", got)
-	}
-	debug.SetGCPercent(70)
-	gc.fit(zerolog.Nop())
-	if got := gcPercent(); got != 100 {
-		t.Errorf("GOGC %d after a fit on reload, want 100", got)
 	}
 }
 
