@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
@@ -40,7 +41,7 @@ func (f fakeEngine) Review(ctx context.Context, route policy.Route, req *review.
 }
 
 func allowAll(_ context.Context, _ policy.Route, req *review.Request) (*engine.Result, error) {
-	return &engine.Result{Response: review.Allowed(string(req.UID))}, nil
+	return &engine.Result{Response: &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}}, nil
 }
 
 const secretValue = "c2VjcmV0LXBhc3N3b3Jk"

@@ -194,7 +194,7 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 	if len(res.AuditAnnotationKeys) > 0 {
 		resp.AuditAnnotations = map[string]string{}
 		for _, k := range res.AuditAnnotationKeys {
-			resp.AuditAnnotations[WebhookAuditKey(k)] = res.AuditAnnotations[k]
+			resp.AuditAnnotations[webhookAuditKey(k)] = res.AuditAnnotations[k]
 		}
 	}
 	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
@@ -322,14 +322,14 @@ func jsonTree(v any) (any, error) {
 // validation under a binding with the Audit action.
 const validationFailureKey = "validation.policy.admission.k8s.io/validation_failure"
 
-// WebhookAuditKey maps an upstream audit annotation key to one a webhook may
+// webhookAuditKey maps an upstream audit annotation key to one a webhook may
 // return. kube-apiserver records a webhook's annotation as
 // "<webhook name>/<key>" and drops it unless that is a qualified name, so the
 // key itself may hold no "/" and at most 63 characters:
 //   - "validation.policy.admission.k8s.io/validation_failure" → "validation_failure"
 //   - "<policy>/<key>" → "<policy>_<key>" (policy names cannot hold "_"),
 //     shortened with a digest suffix when longer than 63 characters.
-func WebhookAuditKey(key string) string {
+func webhookAuditKey(key string) string {
 	if key == validationFailureKey {
 		return "validation_failure"
 	}

@@ -527,10 +527,10 @@ func TestWebhookAuditKey(t *testing.T) {
 		"demo-policy.example.com/high-replica-count":            "demo-policy.example.com_high-replica-count",
 		long: strings.Repeat("p", 54) + "-" + "c856394e",
 	} {
-		if got := WebhookAuditKey(in); got != out {
-			t.Errorf("WebhookAuditKey(%q) = %q, want %q", in, got, out)
+		if got := webhookAuditKey(in); got != out {
+			t.Errorf("webhookAuditKey(%q) = %q, want %q", in, got, out)
 		}
-		if got := WebhookAuditKey(in); len(got) > 63 {
+		if got := webhookAuditKey(in); len(got) > 63 {
 			t.Errorf("key %q longer than 63", got)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
 )
 
 // FuzzDecode: any body decodes to a request or a malformed error, never a
@@ -28,7 +30,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		out, err := Encode(req.APIVersion, Allowed(string(req.UID)))
+		out, err := Encode(req.APIVersion, &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true})
 		if err != nil {
 			t.Fatalf("encode: %v", err)
 		}

@@ -10,10 +10,8 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -166,24 +164,3 @@ func (r *Request) GroupVersionKind() schema.GroupVersionKind {
 func (r *Request) GroupVersionResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: r.Resource.Group, Version: r.Resource.Version, Resource: r.Resource.Resource}
 }
-
-// Allowed admits the request.
-func Allowed(uid string) *admissionv1.AdmissionResponse {
-	return &admissionv1.AdmissionResponse{UID: typesUID(uid), Allowed: true}
-}
-
-// Denied rejects the request with the given status fields.
-func Denied(uid string, code int32, reason metav1.StatusReason, message string) *admissionv1.AdmissionResponse {
-	return &admissionv1.AdmissionResponse{
-		UID:     typesUID(uid),
-		Allowed: false,
-		Result: &metav1.Status{
-			Status:  metav1.StatusFailure,
-			Message: message,
-			Reason:  reason,
-			Code:    code,
-		},
-	}
-}
-
-func typesUID(uid string) types.UID { return types.UID(uid) }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -89,7 +90,7 @@ func TestDecodeObjectNumbersAreCELIntegers(t *testing.T) {
 
 func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
 	for _, version := range []string{V1, V1beta1} {
-		out, err := Encode(version, Denied("u-1", 403, metav1.StatusReasonForbidden, "no"))
+		out, err := Encode(version, &admissionv1.AdmissionResponse{UID: "u-1", Result: &metav1.Status{Status: metav1.StatusFailure, Message: "no", Reason: metav1.StatusReasonForbidden, Code: 403}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestEncodeAnswersInTheVersionReceived(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %v", version, got, want)
 		}
 	}
-	if _, err := Encode("admission.k8s.io/v2", Allowed("u")); err == nil {
+	if _, err := Encode("admission.k8s.io/v2", &admissionv1.AdmissionResponse{UID: "u", Allowed: true}); err == nil {
 		t.Error("Encode accepted an unknown version")
 	}
 }

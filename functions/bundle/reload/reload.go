@@ -158,22 +158,6 @@ func (r *Reloader) Load(ctx context.Context) error {
 	return r.lastErr
 }
 
-// Idle waits until no check is running, bounded by ctx.
-func (r *Reloader) Idle(ctx context.Context) error {
-	r.mu.Lock()
-	done := r.running
-	r.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Run checks in the background every interval until ctx ends: for
 // processes that keep running between requests (the server). Requests still
 // trigger checks when Run falls behind.
