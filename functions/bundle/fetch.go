@@ -300,12 +300,8 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	data, err := encode(m, opts.SignKey)
-	if err != nil {
+	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err
-	}
-	if _, err := bucket.Put(ctx, ManifestKey, data, "application/json"); err != nil {
-		return nil, fmt.Errorf("upload manifest: %w", err)
 	}
 	return m, nil
 }
@@ -342,14 +338,23 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if err := stamp(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}
-	data, err := encode(m, opts.SignKey)
-	if err != nil {
+	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err
 	}
-	if _, err := bucket.Put(ctx, ManifestKey, data, "application/json"); err != nil {
-		return nil, fmt.Errorf("upload manifest: %w", err)
-	}
 	return m, nil
+}
+
+// putManifest signs m, when key is set, and writes it: last, so that a
+// reader that follows it never sees half of an upload.
+func putManifest(ctx context.Context, bucket store.Bucket, m *Manifest, key ed25519.PrivateKey) error {
+	data, err := encode(m, key)
+	if err != nil {
+		return err
+	}
+	if _, err := bucket.Put(ctx, ManifestKey, data, "application/json"); err != nil {
+		return fmt.Errorf("upload manifest: %w", err)
+	}
+	return nil
 }
 
 func contentType(name string) string {
