@@ -163,12 +163,12 @@ soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on l
 	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)
 
 BENCH_COUNT ?= 3
-bench: ## every Go benchmark, then one line per measure of docs/performance.md: P<n> <ratio> target <op><value> PASS|FAIL
+bench: ## every Go benchmark, then one line per measure of docs/performance.md (whose Results it rewrites): P<n> <ratio> target <op><value> PASS|FAIL
 	@mkdir -p dist
 	@# Packages with benchmarks only, one at a time (-p 1): benchmarks of one
 	@# package must not share the CPUs with another package's tests.
 	bash -o pipefail -c "$(GO) test -p 1 -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u | tr '\n' ' ') | tee dist/bench.txt"
-	@$(GO) run ./hack/benchsum dist/bench.txt
+	@$(GO) run ./hack/benchsum -results docs/performance.md dist/bench.txt
 
 clean:
 	rm -rf $(BIN) dist

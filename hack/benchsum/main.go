@@ -14,17 +14,26 @@
 // with -count above 1 the median of each figure is used. It exits 1 when a
 // measure's benchmarks are missing from the output, 0 otherwise: a FAIL is
 // a reading, not a broken build.
+//
+// With -results FILE it also rewrites FILE's results section (between
+// resultsStart and resultsEnd): the date, the machine, the summary and the
+// raw output, so docs/performance.md's figures are the last run's.
 package main
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // measure is one line of the summary, and of the floors where it has one.
@@ -78,17 +87,20 @@ var measures = []measure{
 }
 
 func main() {
-	in := io.Reader(os.Stdin)
-	if len(os.Args) > 1 {
-		f, err := os.Open(os.Args[1])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchsum:", err)
-			os.Exit(2)
-		}
-		defer f.Close()
-		in = f
+	resultsFile := flag.String("results", "", "rewrite this Markdown file's results section with this run")
+	flag.Parse()
+	var raw []byte
+	var err error
+	if flag.NArg() > 0 {
+		raw, err = os.ReadFile(flag.Arg(0))
+	} else {
+		raw, err = io.ReadAll(os.Stdin)
 	}
-	results, err := parse(in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchsum:", err)
+		os.Exit(2)
+	}
+	results, err := parse(bytes.NewReader(raw))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchsum:", err)
 		os.Exit(2)
@@ -97,9 +109,73 @@ func main() {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
+	if *resultsFile != "" {
+		doc, err := os.ReadFile(*resultsFile)
+		if err == nil {
+			doc, err = writeResults(doc, resultsSection(time.Now(), machine(), lines, raw))
+		}
+		if err == nil {
+			err = os.WriteFile(*resultsFile, doc, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchsum:", err)
+			os.Exit(2)
+		}
+	}
 	if !complete {
 		os.Exit(1)
 	}
+}
+
+// The results section of a document lies between these lines.
+const (
+	resultsStart = "<!-- results: make bench writes from here to the end marker; edits are overwritten -->"
+	resultsEnd   = "<!-- end of results -->"
+)
+
+// writeResults replaces doc's results section with section.
+func writeResults(doc []byte, section string) ([]byte, error) {
+	i := bytes.Index(doc, []byte(resultsStart))
+	j := bytes.Index(doc, []byte(resultsEnd))
+	if i < 0 || j < i {
+		return nil, errors.New("no results section: want the lines " + resultsStart + " and " + resultsEnd)
+	}
+	var out bytes.Buffer
+	out.Write(doc[:i+len(resultsStart)])
+	out.WriteString("\n" + section)
+	out.Write(doc[j:])
+	return out.Bytes(), nil
+}
+
+// resultsSection is a run's dated summary and raw output, in Markdown.
+func resultsSection(at time.Time, machine string, summary []string, raw []byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`make bench` on %s (%s, %s):\n\n", at.UTC().Format("2006-01-02"), runtime.Version(), machine)
+	b.WriteString("```text\n" + strings.Join(summary, "\n") + "\n```\n\n")
+	b.WriteString("The benchmarks' output (`dist/bench.txt`):\n\n```text\n")
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 && strings.HasPrefix(f[0], "Benchmark") {
+			b.WriteString(strings.Join(f, " ") + "\n")
+		}
+	}
+	b.WriteString("```\n")
+	return b.String()
+}
+
+// machine names the CPUs the run had, from /proc/cpuinfo where there is one.
+func machine() string {
+	name := runtime.GOOS + "/" + runtime.GOARCH
+	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(info), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				name += ", " + strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs", name, runtime.NumCPU())
 }
 
 // results maps a benchmark name (without the -GOMAXPROCS suffix) to its

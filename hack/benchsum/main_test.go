@@ -1,9 +1,11 @@
 package main
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const output = `goos: linux
@@ -59,5 +61,33 @@ func TestSummary(t *testing.T) {
 func TestBadFigure(t *testing.T) {
 	if _, err := parse(strings.NewReader("BenchmarkX-2 10 abc ns/op\n")); err == nil || !strings.Contains(err.Error(), `BenchmarkX: figure "abc"`) {
 		t.Errorf("error %v", err)
+	}
+}
+
+// -results rewrites only the section between the markers, with the run's
+// date, summary and benchmark lines, and refuses a file without them.
+func TestWriteResults(t *testing.T) {
+	at := time.Date(2026, 11, 25, 23, 0, 0, 0, time.UTC)
+	section := resultsSection(at, "linux/amd64, 2 CPUs", []string{"P1 2 target <=2 PASS"}, []byte(output))
+	want := "`make bench` on 2026-11-25 (" + runtime.Version() + ", linux/amd64, 2 CPUs):\n\n```text\nP1 2 target <=2 PASS\n```\n\n"
+	if !strings.HasPrefix(section, want) {
+		t.Errorf("section starts\n%s\nwant\n%s", section, want)
+	}
+	if !strings.Contains(section, "\nBenchmarkL1Linear/40k-containers-2 1 6400000000 ns/op\n") || strings.Contains(section, "process_test.go") || strings.Contains(section, "goos:") {
+		t.Errorf("raw output keeps the benchmark lines only, one space apart:\n%s", section)
+	}
+	doc := []byte("# Perf\n\nnarrative\n\n## Results\n\n" + resultsStart + "\nold figures\n" + resultsEnd + "\n\nafter\n")
+	got, err := writeResults(doc, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := "# Perf\n\nnarrative\n\n## Results\n\n" + resultsStart + "\n" + section + resultsEnd + "\n\nafter\n"; string(got) != w {
+		t.Errorf("rewritten:\n%s\nwant:\n%s", got, w)
+	}
+	if again, err := writeResults(got, section); err != nil || string(again) != string(got) {
+		t.Errorf("rewriting the same run changed the document (%v):\n%s", err, again)
+	}
+	if _, err := writeResults([]byte("# Perf\n"), section); err == nil || !strings.Contains(err.Error(), "no results section") {
+		t.Errorf("a document without markers: %v", err)
 	}
 }
