@@ -1,29 +1,12 @@
-// Command aws is admitfn's AWS Lambda function: the `bootstrap` of a
+// Command awslambda is admitfn's AWS Lambda function: the `bootstrap` of a
 // provided.al2023 runtime, behind a Function URL or an API Gateway. It builds
-// the engine once per cold start and serves every invocation with it.
+// the engine once per cold start and serves every invocation with it. Its
+// configuration (the ADMITFN_* variables, GOMEMLIMIT, GOGC, GOMAXPROCS) is in
+// docs/aws-lambda.md.
 //
-// Configuration, from the environment:
-//
-//	ADMITFN_POLICIES           the bundle: a directory, s3://bucket/prefix or
-//	                           gs://bucket/prefix (default $LAMBDA_TASK_ROOT/policies)
-//	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded
-//	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
-//	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
-//	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers (AWS_ENDPOINT_URL_S3)
-//	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
-//	ADMITFN_LOG_LEVEL          debug, info, warn or error (default: the function's
-//	                           application log level, AWS_LAMBDA_LOG_LEVEL, else info)
-//	GOMEMLIMIT                 the Go runtime's soft memory limit (default: nine
-//	                           tenths of AWS_LAMBDA_FUNCTION_MEMORY_SIZE)
-//	GOGC                       the collector's pace (default: fitted to the memory
-//	                           limit after each load, 100 to 400)
-//	GOMAXPROCS                 Ps serving invocations (default: 1 below 1,769 MB,
-//	                           one vCPU's worth, else every CPU Lambda shows)
-//
-// A bundle in a directory that does not load fails the cold start. A bundle
-// in S3 that cannot be read does not: reviews fail (so the webhook's
-// failurePolicy decides), or the fallback serves, and later invocations
-// retry.
+// A bundle in a directory that does not load fails the cold start; one in
+// S3 that cannot be read does not: reviews fail (the webhook's failurePolicy
+// decides) or the fallback serves, and later invocations retry.
 package main
 
 import (

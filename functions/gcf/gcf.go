@@ -1,29 +1,14 @@
-// Package gcp is admitfn's Google Cloud Function (gen2): its init registers
-// the HTTP function EntryPoint with functions-framework-go, after building
-// the engine once for the instance. Cloud Functions builds it from the source
-// zip of `make gcf`, whose root package imports this one.
-//
-// Configuration, from the environment:
-//
-//	ADMITFN_POLICIES           the bundle: a directory, gs://bucket/prefix or
-//	                           s3://bucket/prefix (default: the policies/ of the
-//	                           uploaded source)
-//	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded
-//	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys: only bundles they signed load
-//	ADMITFN_REFRESH_INTERVAL   how often a request checks for a new bundle (30s)
-//	ADMITFN_TOKENS             path tokens: reviews are served on /<token>/validate…
-//	ADMITFN_LOG_LEVEL          debug, info, warn or error (default info)
-//	GOOGLE_CLOUD_PROJECT       the project, to name traces in log lines
-//	GOMEMLIMIT                 the Go runtime's soft memory limit (default: nine
-//	                           tenths of the instance's cgroup memory limit)
-//	GOGC                       the collector's pace (default: under a memory limit,
-//	                           fitted to it after each load, 100 to 400)
+// Package gcf is admitfn's Google Cloud Function (gen2): its init builds the
+// engine once for the instance and registers the HTTP function EntryPoint
+// with functions-framework-go. Cloud Functions builds it from the source zip
+// of `make gcf`, whose root package imports this one. Its configuration (the
+// ADMITFN_* variables, GOMEMLIMIT, GOGC) is in docs/cloud-functions.md.
 //
 // A bundle in a directory that does not load keeps the instance from
-// starting. A bundle in GCS that cannot be read does not: reviews fail (so
-// the webhook's failurePolicy decides), or the fallback serves, and later
-// requests retry. Checks for a new bundle run on requests, because Cloud
-// Functions throttles the CPU between them.
+// starting; one in GCS that cannot be read does not: reviews fail (the
+// webhook's failurePolicy decides) or the fallback serves, and requests
+// retry later. Requests check for a new bundle, because Cloud Functions
+// throttles the CPU between them.
 package gcf
 
 import (
