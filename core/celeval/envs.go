@@ -194,23 +194,6 @@ func failed(accessor plugincel.ExpressionAccessor, typ apiservercel.ErrorType, d
 	return plugincel.CompilationResult{Error: &apiservercel.Error{Type: typ, Detail: detail, Cause: cause}, ExpressionAccessor: accessor}
 }
 
-// UpstreamPolicyCompiler is kube-apiserver's compiler of one policy
-// (plugincel.NewCompositedCompiler: every environment, built for the
-// policy), for comparisons with ForPolicy.
-func (c *Compiler) UpstreamPolicyCompiler() (PolicyCompiler, error) {
-	cc, err := plugincel.NewCompositedCompiler(c.env)
-	if err != nil {
-		return nil, err
-	}
-	return upstreamPolicyCompiler{cc}, nil
-}
-
-type upstreamPolicyCompiler struct{ *plugincel.CompositedCompiler }
-
-func (u upstreamPolicyCompiler) Composition(plugincel.OptionalVariableDeclarations) (*plugincel.CompositedCompiler, error) {
-	return u.CompositedCompiler, nil
-}
-
 // envCompiler compiles as upstream's compiler does, in the one environment
 // of its composited compiler.
 type envCompiler struct {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 
 	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/celeval/celevaltest"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
@@ -45,7 +46,7 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	var withVariables, failing, mutated int
 	for _, p := range all.Mutating {
 		got, gotErrs := mutate.Compile(c, p)
-		upstream, err := c.UpstreamPolicyCompiler()
+		upstream, err := celevaltest.UpstreamPolicyCompiler(c)
 		if err != nil {
 			t.Fatal(err)
 		}

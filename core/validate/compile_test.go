@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
 	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/celeval/celevaltest"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
 	"github.com/admitfn/admitfn/core/review"
 )
@@ -43,7 +44,7 @@ func TestCompileMatchesUpstream(t *testing.T) {
 	var withVariables, failing, evaluated int
 	for _, p := range policies {
 		got, gotErrs := Compile(c, p)
-		upstream, err := c.UpstreamPolicyCompiler()
+		upstream, err := celevaltest.UpstreamPolicyCompiler(c)
 		if err != nil {
 			t.Fatal(err)
 		}
