@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -45,10 +46,11 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
+// gcPercent is the collector's GOGC now, as the runtime reports it.
 func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }
 
 // Start leaves GOGC as it found it (memlimit.Collector collects rarely
