@@ -15,6 +15,7 @@ import (
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/core/validate/validatetest"
 	"github.com/admitfn/admitfn/test/perf"
 )
 
@@ -239,7 +240,7 @@ func upstreamHooks(tb testing.TB, e *Engine) []validate.Hook {
 	c := celeval.NewCompiler()
 	var hooks []validate.Hook
 	for _, h := range e.routes[validateRoute].validating.hooks {
-		h.Evaluator = validate.CompileUpstream(c, h.Policy)
+		h.Evaluator = validatetest.CompileUpstream(c, h.Policy)
 		hooks = append(hooks, h)
 	}
 	return hooks

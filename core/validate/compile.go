@@ -115,38 +115,3 @@ func expressionsOf(p *admissionregistrationv1.ValidatingAdmissionPolicy) express
 	}
 	return x
 }
-
-// CompileUpstream compiles p exactly as kube-apiserver's
-// ValidatingAdmissionPolicy plugin does (validating.compilePolicy): its own
-// compiler per policy and its condition evaluator, which converts the
-// request for CEL on every call. It is the baseline admitfn's evaluation is
-// measured against (make bench, P2); compile errors are in the validator.
-func CompileUpstream(c *celeval.Compiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
-	sets, err := upstreamSets(c, p)
-	if err != nil {
-		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
-	}
-	return sets.validator(p)
-}
-
-func upstreamSets(c *celeval.Compiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) (conditionSets, error) {
-	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
-	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
-	const mode = environment.StoredExpressions
-	compiler, err := plugincel.NewCompositedCompiler(c.Env())
-	if err != nil {
-		return conditionSets{}, err
-	}
-	for _, v := range p.Spec.Variables {
-		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
-	}
-	x := expressionsOf(p)
-	var sets conditionSets
-	if len(x.matchConditions) > 0 {
-		sets.matchConditions = compiler.CompileCondition(x.matchConditions, vars, mode)
-	}
-	sets.validations = compiler.CompileCondition(x.validations, vars, mode)
-	sets.annotations = compiler.CompileCondition(x.annotations, vars, mode)
-	sets.messages = compiler.CompileCondition(x.messages, messageVars, mode)
-	return sets, nil
-}

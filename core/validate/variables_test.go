@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy/testpolicies"
@@ -227,4 +229,29 @@ func TestVariablesRememberedPerObject(t *testing.T) {
 	if n := attrs.Remembered(); n != 2 {
 		t.Errorf("%d memories, want one per object", n)
 	}
+}
+
+// upstreamSets compiles p as kube-apiserver's ValidatingAdmissionPolicy
+// plugin does (validating.compilePolicy): its own compiler for the policy
+// and its condition evaluator, which converts the request on every call.
+func upstreamSets(c *celeval.Compiler, p *admissionregistrationv1.ValidatingAdmissionPolicy) (conditionSets, error) {
+	vars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+	messageVars := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
+	const mode = environment.StoredExpressions
+	compiler, err := plugincel.NewCompositedCompiler(c.Env())
+	if err != nil {
+		return conditionSets{}, err
+	}
+	for _, v := range p.Spec.Variables {
+		compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, mode)
+	}
+	x := expressionsOf(p)
+	var sets conditionSets
+	if len(x.matchConditions) > 0 {
+		sets.matchConditions = compiler.CompileCondition(x.matchConditions, vars, mode)
+	}
+	sets.validations = compiler.CompileCondition(x.validations, vars, mode)
+	sets.annotations = compiler.CompileCondition(x.annotations, vars, mode)
+	sets.messages = compiler.CompileCondition(x.messages, messageVars, mode)
+	return sets, nil
 }
