@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/admitfn/admitfn/core/version"
 )
 
 func main() {
@@ -27,6 +29,7 @@ Commands:
   push     publish a bundle to S3, GCS or a directory, manifest last, optionally signed
   keygen   make an ed25519 key pair for signing bundles
   token    make a path token for the function's URL
+  version  print admitfn's version, revision, Kubernetes and Go versions (also --version)
 
 Run 'admitfn <command> -h' for a command's flags.
 `
@@ -51,6 +54,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = keygenCmd(args[1:], stdout, stderr)
 	case "token":
 		err = tokenCmd(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "admitfn version takes no arguments\n")
+			return 2
+		}
+		fmt.Fprintln(stdout, version.Get())
+		return 0
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

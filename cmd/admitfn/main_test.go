@@ -5,8 +5,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/core/version"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -109,5 +112,24 @@ func TestRenderErrors(t *testing.T) {
 	}
 	if code := run([]string{"help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "render   print the webhook configurations") {
 		t.Errorf("help: exit %d %s", code, stdout.String())
+	}
+}
+
+// admitfn version and --version print the build's version line; version
+// takes no arguments.
+func TestVersion(t *testing.T) {
+	want := version.Get().String() + "\n"
+	if !strings.Contains(want, ", Kubernetes v1.37.2, "+runtime.Version()+")") {
+		t.Errorf("version line %q does not name Kubernetes v1.37.2 and %s", want, runtime.Version())
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 0 || out.String() != want || errOut.Len() > 0 {
+			t.Errorf("admitfn %v: exit %d, %q, stderr %q; want %q", args, code, out.String(), errOut.String(), want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"version", "x"}, &out, &errOut); code != 2 || errOut.String() != "admitfn version takes no arguments\n" {
+		t.Errorf("admitfn version x: exit %d, stderr %q", code, errOut.String())
 	}
 }

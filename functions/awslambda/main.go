@@ -29,12 +29,17 @@ import (
 	"github.com/admitfn/admitfn/adapters/awslambda"
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/adapters/metrics"
+	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
+		fmt.Println(version.Get())
+		return
+	}
 	h, err := initialize(os.Getenv, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "admitfn:", err)

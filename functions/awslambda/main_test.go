@@ -43,6 +43,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// --version prints which admitfn the bootstrap is, without a Runtime API.
+func TestVersionFlag(t *testing.T) {
+	out, err := exec.Command(bootstrap, "--version").Output()
+	if want := "admitfn (devel) (revision unknown, Kubernetes v1.37.2, " + runtime.Version() + ")\n"; err != nil || string(out) != want {
+		t.Errorf("bootstrap --version: %q, %v; want %q", out, err, want)
+	}
+}
+
 // function is one running bootstrap process: one Lambda instance.
 type function struct {
 	cmd            *exec.Cmd
@@ -217,7 +225,8 @@ func TestColdStartThenInvocations(t *testing.T) {
 		case "ready":
 			ready++
 			// 512 MB configured: the Go runtime's soft limit at nine tenths.
-			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) || m["memory_limit_from"] != "lambda" {
+			if m["bundle"] == nil || m["init_ms"] == nil || m["policies_loaded"] != float64(12) || m["memory_limit_mib"] != float64(460) || m["memory_limit_from"] != "lambda" ||
+				m["version"] == nil || m["kubernetes"] != "v1.37.2" {
 				t.Errorf("ready line: %s", line)
 			}
 		case "collector paced to the memory limit":

@@ -24,6 +24,7 @@ import (
 
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/adapters/metrics/prommetrics"
+	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
@@ -34,6 +35,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+		if errors.Is(err, errVersion) {
+			fmt.Println(version.Get())
+			return
+		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "admitfn server:", err)
 		}
@@ -49,6 +54,9 @@ type config struct {
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
 }
+
+// errVersion: -version was given; main prints the version instead of serving.
+var errVersion = errors.New("version requested")
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	env := func(name, def string) string {
@@ -78,8 +86,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most; at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *showVersion {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())

@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,6 +211,10 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 // safety net for a loaded machine, not a measure of speed.
 const patience = 2 * time.Minute
 
+// versionLine is what -version prints: the build stamps a module version
+// and revision when it runs in a git checkout (Go's -buildvcs default).
+var versionLine = regexp.MustCompile(`^admitfn (\(devel\)|v\S+) \(revision (unknown|[0-9a-f]+(-dirty)?), Kubernetes v1\.37\.2, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+
 // serverBinary is the server as make builds it for the tests.
 func serverBinary(t *testing.T) string {
 	t.Helper()
@@ -251,6 +257,12 @@ func TestProcess(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"message":"shutting down"`) {
 		t.Errorf("no shutdown log:\n%s", stderr)
+	}
+	if !regexp.MustCompile(`"version":"[^"]+","revision":"[0-9a-f]*(-dirty)?","kubernetes":"v1.37.2"`).MatchString(stderr.String()) {
+		t.Errorf("the serving line does not say which admitfn this is:\n%s", stderr)
+	}
+	if out, err := exec.Command(bin, "-version").Output(); err != nil || !versionLine.MatchString(string(out)) {
+		t.Errorf("server -version: %q, %v", out, err)
 	}
 
 	out, err := exec.Command(bin, "-policies", t.TempDir()).CombinedOutput()

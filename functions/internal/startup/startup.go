@@ -21,6 +21,7 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
@@ -203,10 +204,12 @@ func MemoryLimit(getenv func(string) string, log zerolog.Logger, sources ...meml
 	return limit
 }
 
-// Ready adds to e what every entry point's ready line says: where the
-// bundle is, its id and size once one is loaded, and the memory limit.
+// Ready adds to e what every entry point's ready line says: which admitfn
+// this is, where the bundle is, its id and size once one is loaded, and the
+// memory limit.
 func Ready(e *zerolog.Event, c Config, rl *reload.Reloader) *zerolog.Event {
-	e = e.Str("policies", c.Policies)
+	v := version.Get()
+	e = e.Str("version", v.Version).Str("revision", v.Revision).Str("kubernetes", v.Kubernetes).Str("policies", c.Policies)
 	if eng := rl.Engine(); eng != nil {
 		policies, bindings := counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)
