@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
@@ -136,14 +137,14 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	for _, g := range e.order {
 		r := &route{group: g}
 		// Hooks follow bundle order: mutating policies apply in it.
-		hooks := groupHooks(b.Policies, g.Bindings, validatingKind, func(p *admissionregistrationv1.ValidatingAdmissionPolicy, bs []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) validate.Hook {
+		hooks := groupHooks(b.Policies, g.Bindings, validating.NewValidatingAdmissionPolicyAccessor, validating.NewValidatingAdmissionPolicyBindingAccessor, func(p *admissionregistrationv1.ValidatingAdmissionPolicy, bs []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) validate.Hook {
 			return validate.NewHook(p, bs, validators[p.Name], store(p.Spec.ParamKind))
 		})
-		mutating := groupHooks(b.MutatingPolicies, g.MutatingBindings, mutatingKind, func(p *admissionregistrationv1.MutatingAdmissionPolicy, bs []*admissionregistrationv1.MutatingAdmissionPolicyBinding) mutate.Hook {
+		mutatingHooks := groupHooks(b.MutatingPolicies, g.MutatingBindings, mutating.NewMutatingAdmissionPolicyAccessor, mutating.NewMutatingAdmissionPolicyBindingAccessor, func(p *admissionregistrationv1.MutatingAdmissionPolicy, bs []*admissionregistrationv1.MutatingAdmissionPolicyBinding) mutate.Hook {
 			return mutate.NewHook(p, bs, mutators[p.Name], store(p.Spec.ParamKind))
 		})
 		r.validating = newIndex(hooks, func(h validate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
-		r.mutating = newIndex(mutating, func(h mutate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
+		r.mutating = newIndex(mutatingHooks, func(h mutate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		e.routes[g.Route()] = r
 	}
 	return e, nil
@@ -376,56 +377,30 @@ func compileAll[P metav1.Object, E any](b *policy.Set, kind string, policies []P
 	return out, errs
 }
 
-// bindingKind is what groupHooks needs of a policy kind and its bindings:
-// which policy a binding names, and copies of each without namespace
-// selectors (see clearNamespaceSelector).
-type bindingKind[P, B any] struct {
-	policyName func(B) string
-	unselectP  func(P) P
-	unselectB  func(B) B
-}
-
-var validatingKind = bindingKind[*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding]{
-	policyName: func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
-	unselectP: func(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicy {
-		p = p.DeepCopy()
-		clearNamespaceSelector(p.Spec.MatchConstraints)
-		return p
-	},
-	unselectB: func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
-		b = b.DeepCopy()
-		clearNamespaceSelector(b.Spec.MatchResources)
-		return b
-	},
-}
-
-var mutatingKind = bindingKind[*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding]{
-	policyName: func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
-	unselectP: func(p *admissionregistrationv1.MutatingAdmissionPolicy) *admissionregistrationv1.MutatingAdmissionPolicy {
-		p = p.DeepCopy()
-		clearNamespaceSelector(p.Spec.MatchConstraints)
-		return p
-	},
-	unselectB: func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
-		b = b.DeepCopy()
-		clearNamespaceSelector(b.Spec.MatchResources)
-		return b
-	},
-}
-
 // groupHooks makes, in bundle order, a hook of each policy the group binds,
-// from copies of the policy and its bindings without namespace selectors.
-func groupHooks[P metav1.Object, B, H any](policies []P, bindings []B, k bindingKind[P, B], hook func(P, []B) H) []H {
+// from copies of the policy and its bindings without namespace selectors
+// (see clearNamespaceSelector), read through upstream's accessors of the
+// kind.
+func groupHooks[P interface{ DeepCopy() P }, B interface{ DeepCopy() B }, H any](
+	policies []P, bindings []B,
+	policyOf func(P) generic.PolicyAccessor, bindingOf func(B) generic.BindingAccessor,
+	hook func(P, []B) H,
+) []H {
 	var hooks []H
 	for _, p := range policies {
+		name := policyOf(p).GetName()
 		var bound []B
 		for _, pb := range bindings {
-			if k.policyName(pb) == p.GetName() {
-				bound = append(bound, k.unselectB(pb))
+			if bindingOf(pb).GetPolicyName().Name == name {
+				pb = pb.DeepCopy()
+				clearNamespaceSelector(bindingOf(pb).GetMatchResources())
+				bound = append(bound, pb)
 			}
 		}
 		if len(bound) > 0 {
-			hooks = append(hooks, hook(k.unselectP(p), bound))
+			p = p.DeepCopy()
+			clearNamespaceSelector(policyOf(p).GetMatchConstraints())
+			hooks = append(hooks, hook(p, bound))
 		}
 	}
 	return hooks
