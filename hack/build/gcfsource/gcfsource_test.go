@@ -329,12 +329,13 @@ func TestFunctionAnswersReviews(t *testing.T) {
 }
 
 // An instance's soft memory limit is nine tenths of its container's memory
-// (here a cgroup of 512 MiB), given in the ready line.
+// (here a cgroup of 512 MiB), given in the ready line, which also says
+// which admitfn the function is.
 func TestMemoryLimitFromTheInstance(t *testing.T) {
 	_, logs := serveCmd(t, cgrouptest.Command(t, 512<<20, fnBin), srcDir, "FUNCTION_TARGET=Admitfn")
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"message":"ready"`) {
-			if !strings.Contains(line, `"memory_limit_mib":460,"memory_limit_from":"cgroup"`) {
+			if !strings.Contains(line, `"memory_limit_mib":460,"memory_limit_from":"cgroup"`) || !strings.Contains(line, `"kubernetes":"v1.37.2"`) {
 				t.Errorf("ready line: %s", line)
 			}
 			return
