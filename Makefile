@@ -153,7 +153,7 @@ tf-check: ## terraform fmt -check with the CLI when there is one; go test ./terr
 
 tf-test: ## terraform test (plan-only, mocked providers) for every module: needs the CLI (1.9+) and registry access
 	@test -n "$(TERRAFORM)" || { echo "tf-test: needs terraform (1.9 or later) or tofu on PATH"; exit 1; }
-	$(GO) run ./cmd/admitfn render -policies policies/examples -url https://admitfn.invalid -o json > terraform/modules/webhook/tests/webhooks.json
+	$(GO) run ./cmd/admitfn render -p policies/examples --url https://admitfn.invalid -o json > terraform/modules/webhook/tests/webhooks.json
 	@for m in $(TF_MODULES); do \
 		echo "== $$m"; \
 		$(TERRAFORM) -chdir=$$m init -backend=false -input=false >/dev/null && $(TERRAFORM) -chdir=$$m test || exit 1; \

@@ -424,7 +424,7 @@ func TestVariableValidations(t *testing.T) {
 		}
 		return out
 	}
-	rendered := renderJSON(t, "-policies", "../policies/examples", "-url", "https://admitfn.invalid")
+	rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid")
 	withMatchConditions := regexp.MustCompile(`"sideEffects"`).ReplaceAllString(string(rendered), `"matchConditions": [{"name": "n", "expression": "true"}], "sideEffects"`)
 	webhook := func(configurations string, kv ...any) map[string]cty.Value {
 		v, err := ctyjson.Unmarshal([]byte(configurations), mustImplied(t, configurations))
@@ -576,12 +576,12 @@ func TestWebhookInputIsWhatRenderEmits(t *testing.T) {
 	// caBundle, kube-system included, another timeout.
 	libraries, _ := filepath.Glob("../policies/library/*")
 	cases := [][]string{
-		{"-policies", "../policies/examples", "-url", "https://admitfn.invalid"},
-		{"-policies", "../policies/examples", "-url", "https://admitfn.invalid", "-ca-bundle", ca, "-include-kube-system", "-timeout", "5", "-name", "other"},
+		{"-p", "../policies/examples", "--url", "https://admitfn.invalid"},
+		{"-p", "../policies/examples", "--url", "https://admitfn.invalid", "--ca-bundle", ca, "--include-kube-system", "--timeout", "5", "--name", "other"},
 	}
 	for _, lib := range libraries {
 		if fi, err := os.Stat(lib); err == nil && fi.IsDir() {
-			cases = append(cases, []string{"-policies", lib, "-url", "https://admitfn.invalid"})
+			cases = append(cases, []string{"-p", lib, "--url", "https://admitfn.invalid"})
 		}
 	}
 	seen := map[string]bool{}

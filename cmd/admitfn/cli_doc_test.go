@@ -8,7 +8,7 @@ import (
 )
 
 // docs/cli.md is the reference of every command: each section's block is
-// the command's own -h text. go test ./cmd/admitfn -update rewrites them.
+// the command's own --help text. go test ./cmd/admitfn -update rewrites them.
 func TestCLIReferenceIsTheHelp(t *testing.T) {
 	const path = "../../docs/cli.md"
 	doc, err := os.ReadFile(path)
@@ -16,10 +16,10 @@ func TestCLIReferenceIsTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(doc)
-	for _, cmd := range []string{"", "render", "test", "lint", "push", "keygen", "token"} {
-		title, args := "## admitfn", []string{"-h"}
+	for _, cmd := range []string{"", "render", "test", "lint", "push", "keygen", "token", "version", "completion"} {
+		title, args := "## admitfn", []string{"--help"}
 		if cmd != "" {
-			title, args = title+" "+cmd, []string{cmd, "-h"}
+			title, args = title+" "+cmd, []string{cmd, "--help"}
 		}
 		var out bytes.Buffer
 		if code := run(args, &out, &out); code != 0 {

@@ -2,29 +2,46 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/admitfn/admitfn/core/celeval"
-	"github.com/admitfn/admitfn/core/engine"
+	"github.com/spf13/cobra"
+
 	"github.com/admitfn/admitfn/core/lint"
+	"github.com/admitfn/admitfn/core/policy"
 )
 
-// errLintFailed exits 1 without a further message: the output said it.
-var errLintFailed = errors.New("lint errors")
+// loadRule is the rule of a bundle that does not load: every other finding
+// is one of lint.Rules.
+var loadRule = lint.Rule{ID: "load", Severity: lint.Error, Summary: "The bundle does not load: a function would refuse it."}
 
-func lintCmd(args []string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("lint", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: admitfn lint DIR...
+// finding is one lint finding as the reports print it.
+type finding struct {
+	Bundle   string `json:"bundle"`
+	File     string `json:"file,omitempty"`     // the bundle file, as a path from the working directory
+	Document int    `json:"document,omitempty"` // 1-based, in File
+	Line     int    `json:"line,omitempty"`     // where the document starts in File
+	Rule     string `json:"rule"`
+	Severity string `json:"severity"`
+	Object   string `json:"object,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Message  string `json:"message"`
+}
 
-Loads each DIR as a policy bundle (every expression compiled, every object
-checked as kube-apiserver checks it on create), then:
+func (c *cli) lintCmd() *cobra.Command {
+	var (
+		bundles []string
+		output  string
+	)
+	cmd := &cobra.Command{
+		Use:   "lint [BUNDLE...]",
+		Short: "Type-check a bundle's expressions and warn about what a function cannot do",
+		Long: fmt.Sprintf(`Loads each bundle (named by -p/--policies or as an argument: a directory, a
+YAML or JSON file, or - for standard input) with every expression compiled
+and every object checked as kube-apiserver checks it on create, then:
 
   - type-checks each ValidatingAdmissionPolicy's validations and message
     expressions against the schemas of the built-in kinds its rules match,
@@ -33,47 +50,142 @@ checked as kube-apiserver checks it on create), then:
   - warns where a function differs from kube-apiserver: the authorizer (the
     function has none), namespaceObject fields other than metadata.name (the
     function is not sent the namespace), rules whose wildcards or custom
-    resources leave expressions unchecked, and bindings that make more than
-    %d webhook groups.
+    resources leave expressions unchecked, calls that can build values many
+    times their input, and bindings that make more than %d webhook groups.
 
-Exits 1 when a bundle does not load or has errors; warnings alone exit 0.
-`, lint.MaxGroups)
+-o json prints the findings as JSON, -o sarif as a SARIF 2.1.0 log that code
+scanning (GitHub, GitLab) shows beside the lines. Exits 1 when a bundle does
+not load or has errors; warnings alone exit 0.`, lint.MaxGroups),
+		Example: `  admitfn lint -p policies/
+  admitfn lint policies/examples policies/library/*/
+  admitfn lint -p policies/ -o sarif > admitfn.sarif
+  helm template chart/ | admitfn lint -p -`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "text", "json", "sarif"); err != nil {
+				return err
+			}
+			paths := append(bundles, args...)
+			if len(paths) == 0 {
+				return usagef("name at least one bundle: admitfn lint -p policies/")
+			}
+			if i := slices.Index(paths, "-"); i >= 0 && slices.Contains(paths[i+1:], "-") {
+				return usagef("standard input (-) can be read only once")
+			}
+			return c.lint(paths, output)
+		},
 	}
-	if err := parseFlags(fset, args); err != nil {
-		return err
-	}
-	if fset.NArg() == 0 {
-		fmt.Fprintln(stderr, "admitfn lint: name at least one bundle directory")
-		return errUsage
+	cmd.Flags().StringArrayVarP(&bundles, "policies", "p", nil, policiesUsage+" (repeatable; also taken as arguments)")
+	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
+	outputFlag(cmd, &output, "text", "json", "sarif")
+	return cmd
+}
+
+func (c *cli) lint(paths []string, output string) error {
+	var findings []finding
+	for _, path := range paths {
+		findings = append(findings, c.lintBundle(path)...)
 	}
 	errorCount, warnings := 0, 0
-	for _, dir := range fset.Args() {
-		_, b, err := engine.Load(os.DirFS(dir), ".", celeval.NewCompiler())
-		if err != nil {
-			fmt.Fprintf(stdout, "%s: %s\n", dir, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	for _, f := range findings {
+		if f.Severity == string(lint.Error) {
 			errorCount++
-			continue
-		}
-		for _, f := range lint.Set(b) {
-			line := f.String()
-			if f.Origin.File != "" {
-				line = filepath.Join(dir, line)
-			} else {
-				line = filepath.Clean(dir) + ": " + line
-			}
-			fmt.Fprintln(stdout, strings.ReplaceAll(line, "\n", "\n  "))
-			if f.Severity == lint.Error {
-				errorCount++
-			} else {
-				warnings++
-			}
+		} else {
+			warnings++
 		}
 	}
-	fmt.Fprintf(stdout, "%s, %s\n", plural(errorCount, "error"), plural(warnings, "warning"))
+	var err error
+	switch output {
+	case "json":
+		err = writeJSON(c.out, struct {
+			Errors   int       `json:"errors"`
+			Warnings int       `json:"warnings"`
+			Findings []finding `json:"findings"`
+		}{errorCount, warnings, nonNilFindings(findings)})
+	case "sarif":
+		err = writeSARIF(c.out, findings)
+	default:
+		colour := c.colour(c.out)
+		for _, f := range findings {
+			sev := paint(colour, map[string]string{"error": "red", "warning": "yellow"}[f.Severity], f.Severity)
+			where := f.Object
+			if f.Field != "" {
+				where += ": " + f.Field
+			}
+			var line string
+			switch {
+			case f.File != "":
+				line = fmt.Sprintf("%s: document %d: %s: %s: %s", f.File, f.Document, sev, where, f.Message)
+			case where != "":
+				line = fmt.Sprintf("%s: %s: %s: %s", f.Bundle, sev, where, f.Message)
+			default:
+				line = fmt.Sprintf("%s: %s: %s", f.Bundle, sev, f.Message)
+			}
+			fmt.Fprintln(c.out, strings.ReplaceAll(line, "\n", "\n  "))
+		}
+		fmt.Fprintf(c.out, "%s, %s\n", plural(errorCount, "error"), plural(warnings, "warning"))
+	}
+	if err != nil {
+		return err
+	}
 	if errorCount > 0 {
-		return errLintFailed
+		return errReported
 	}
 	return nil
+}
+
+// lintBundle loads and lints the bundle at path; a bundle that does not
+// load gives one finding per problem.
+func (c *cli) lintBundle(path string) []finding {
+	name := bundleName(path)
+	_, b, sources, err := c.loadBundle(path)
+	if err != nil {
+		var errs policy.Errors
+		if !errors.As(err, &errs) {
+			msg := strings.TrimPrefix(err.Error(), "bundle "+path+": ")
+			return []finding{{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: msg}}
+		}
+		out := make([]finding, 0, len(errs))
+		for _, e := range errs {
+			out = append(out, finding{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: e.Error()})
+		}
+		return out
+	}
+	data := map[string][]byte{}
+	for _, s := range sources {
+		data[s.Name] = s.Data
+	}
+	single := path != "-" && len(sources) == 1 && sources[0].Name == filepath.Base(path)
+	if single {
+		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+			single = false
+		}
+	}
+	var out []finding
+	for _, f := range lint.Set(b) {
+		fd := finding{Bundle: name, Rule: f.Rule, Severity: string(f.Severity), Object: f.Object, Field: f.Field, Message: f.Message}
+		if f.Origin.File != "" {
+			fd.File, fd.Document = f.Origin.File, f.Origin.Document
+			switch {
+			case path == "-":
+				fd.File = "<stdin>"
+			case single:
+				fd.File = path
+			default:
+				fd.File = filepath.Join(path, f.Origin.File)
+			}
+			fd.Line = policy.DocumentLine(data[f.Origin.File], f.Origin.Document)
+		}
+		out = append(out, fd)
+	}
+	return out
+}
+
+func nonNilFindings(f []finding) []finding {
+	if f == nil {
+		return []finding{}
+	}
+	return f
 }
 
 func plural(n int, what string) string {

@@ -27,7 +27,7 @@ testdata/lint/policy.yaml: document 1: warning: ValidatingAdmissionPolicy replic
 		t.Errorf("examples: exit %d\n%s", code, stdout.String())
 	}
 	stdout.Reset()
-	if code := run([]string{"lint", "testdata/nonexistent"}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String(), "testdata/nonexistent: read policy bundle") {
+	if code := run([]string{"lint", "testdata/nonexistent"}, &stdout, &stderr); code != 1 || stdout.String() != "testdata/nonexistent: error: no such file or directory\n1 error, 0 warnings\n" {
 		t.Errorf("missing bundle: exit %d\n%s", code, stdout.String())
 	}
 	if code := run([]string{"lint"}, &stdout, &stderr); code != 2 {

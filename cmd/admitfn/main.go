@@ -5,10 +5,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/admitfn/admitfn/core/version"
 )
@@ -17,83 +21,205 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `admitfn serves Kubernetes ValidatingAdmissionPolicies and MutatingAdmissionPolicies from a function.
+// Exit codes, as docs/cli.md states them.
+const (
+	exitOK      = 0 // the command did what was asked
+	exitFailure = 1 // tests failed, lint found errors, or the command failed
+	exitUsage   = 2 // the command line is wrong
+)
 
-Usage:
-  admitfn <command> [flags]
+// cli is one invocation's world: its streams and environment.
+type cli struct {
+	in     io.Reader
+	out    io.Writer
+	err    io.Writer
+	getenv func(string) string
+	// stdinTaken is set once a command has read in, which can be read once.
+	stdinTaken bool
+}
 
-Commands:
-  render   print the webhook configurations that point kube-apiserver at the function
-  test     run the test cases beside a bundle's policies
-  lint     type-check a bundle's expressions and warn about what a function cannot do
-  push     publish a bundle to S3, GCS or a directory, manifest last, optionally signed
-  keygen   make an ed25519 key pair for signing bundles
-  token    make a path token for the function's URL
-  version  print admitfn's version, revision, Kubernetes and Go versions (also --version)
-
-Run 'admitfn <command> -h' for a command's flags.
-`
-
-// run executes a subcommand and returns the process exit code.
+// run executes the command line args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	c := &cli{in: os.Stdin, out: stdout, err: stderr, getenv: os.Getenv}
+	return c.run(args)
+}
+
+func (c *cli) run(args []string) int {
+	root := c.root()
+	if err := singleDashLongFlag(root, args); err != nil {
+		fmt.Fprintf(c.err, "admitfn: %v\nRun 'admitfn --help' for usage.\n", err)
+		return exitUsage
 	}
-	var err error
-	switch args[0] {
-	case "render":
-		err = renderCmd(args[1:], stdout, stderr)
-	case "test":
-		err = testCmd(args[1:], stdout, stderr)
-	case "lint":
-		err = lintCmd(args[1:], stdout, stderr)
-	case "push":
-		err = pushCmd(args[1:], stdout, stderr, os.Getenv)
-	case "keygen":
-		err = keygenCmd(args[1:], stdout, stderr)
-	case "token":
-		err = tokenCmd(args[1:], stdout, stderr)
-	case "version", "-version", "--version":
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "admitfn version takes no arguments\n")
-			return 2
-		}
-		fmt.Fprintln(stdout, version.Get())
-		return 0
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "admitfn: unknown command %q\n\n%s", args[0], usage)
-		return 2
-	}
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	var usage usageError
 	switch {
 	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	case errors.Is(err, errTestsFailed), errors.Is(err, errLintFailed):
-		return 1
+		return exitOK
+	case errors.Is(err, errReported):
+		return exitFailure
+	case errors.Is(err, errUsageReported):
+		return exitUsage
+	case errors.As(err, &usage):
+		fmt.Fprintf(c.err, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), usage.error, cmd.CommandPath())
+		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "admitfn %s: %v\n", args[0], err)
-		return 1
+		fmt.Fprintf(c.err, "%s: %v\n", cmd.CommandPath(), err)
+		return exitFailure
 	}
 }
 
-// errUsage marks bad flags; the flag package has already explained them.
-var errUsage = errors.New("usage")
+// usageError is a wrong command line: exit 2, with a pointer to --help.
+type usageError struct{ error }
 
-// parseFlags parses a subcommand's flags: -h is flag.ErrHelp, anything the
-// flag package rejected (and explained) is errUsage.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+var (
+	// errReported exits 1 without a further message: the output said why
+	// (failed tests, lint errors).
+	errReported = errors.New("failures reported")
+	// errUsageReported exits 2 without a further message.
+	errUsageReported = errors.New("usage reported")
+)
+
+func (c *cli) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "admitfn",
+		Short: "Kubernetes admission policies, served from a function",
+		Long: `admitfn serves Kubernetes ValidatingAdmissionPolicies and
+MutatingAdmissionPolicies from a function that kube-apiserver calls as a
+webhook. This command renders the webhook configurations for a bundle of
+policies, tests and lints bundles, and publishes them where the functions
+load them from.
+
+Exit codes: 0 when the command did what was asked, 1 when tests failed, lint
+found errors or the command failed (the error is on stderr), 2 when the
+command line is wrong.`,
+		Example: `  admitfn lint -p policies/
+  admitfn test policies/
+  admitfn render -p policies/ --url https://fn.example.com/TOKEN | kubectl apply -f -
+  admitfn push -p policies/ --to s3://my-bucket/admitfn --sign-key bundle.key`,
+		Version:                    version.Get().String(),
+		Args:                       cobra.ArbitraryArgs,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		SuggestionsMinimumDistance: 2,
+		CompletionOptions:          cobra.CompletionOptions{HiddenDefaultCmd: false},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				cmd.SetOut(c.err)
+				cmd.Help()
+				return errUsageReported
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usageError{errors.New(msg)}
+		},
+	}
+	root.SetIn(c.in)
+	root.SetOut(c.out)
+	root.SetErr(c.err)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.pushCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd())
+	return root
+}
+
+// noArgs is cobra.NoArgs as a usage error.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(args, " "))
 	}
 	return nil
+}
+
+// singleDashLongFlag refuses a long flag written with one dash (-policies):
+// pflag would read it as -p olicies.
+func singleDashLongFlag(root *cobra.Command, args []string) error {
+	long := map[string]bool{"help": true, "version": true}
+	var collect func(*cobra.Command)
+	collect = func(cmd *cobra.Command) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		for _, sub := range cmd.Commands() {
+			collect(sub)
+		}
+	}
+	collect(root)
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if long[name] {
+			return usagef("%s: long flags take two dashes: -%s", a, a)
+		}
+	}
+	return nil
+}
+
+// outputFlag registers -o/--output with its choices, completed by the shell.
+func outputFlag(cmd *cobra.Command, p *string, choices ...string) {
+	cmd.Flags().StringVarP(p, "output", "o", choices[0], "output format: "+strings.Join(choices, ", "))
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(choices, cobra.ShellCompDirectiveNoFileComp))
+}
+
+func checkOutput(got string, choices ...string) error {
+	for _, c := range choices {
+		if got == c {
+			return nil
+		}
+	}
+	list := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+	return usagef("-o/--output must be %s, not %q", list, got)
+}
+
+// colour reports whether w gets colour: a terminal, and NO_COLOR unset
+// (https://no-color.org) and TERM not dumb.
+func (c *cli) colour(w io.Writer) bool {
+	if c.getenv("NO_COLOR") != "" || c.getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// paint wraps s in an ANSI colour when on is set.
+func paint(on bool, colour, s string) string {
+	if !on {
+		return s
+	}
+	code := map[string]string{"red": "31", "green": "32", "yellow": "33"}[colour]
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (c *cli) versionCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print admitfn's version, revision, Kubernetes and Go versions",
+		Long: `Prints the version of this admitfn build: its module version and VCS
+revision, the Kubernetes release whose admission semantics it embeds, and
+the Go version that built it. 'admitfn --version' prints the same line.`,
+		Example: `  admitfn version
+  admitfn version -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "text", "json"); err != nil {
+				return err
+			}
+			info := version.Get()
+			if output == "json" {
+				return writeJSON(c.out, map[string]string{"version": info.Version, "revision": info.Revision, "kubernetes": info.Kubernetes, "go": info.Go})
+			}
+			_, err := fmt.Fprintln(c.out, info)
+			return err
+		},
+	}
+	outputFlag(cmd, &output, "text", "json")
+	return cmd
 }

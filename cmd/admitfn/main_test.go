@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func Example_render() {
-	run([]string{"render", "-policies", "testdata/small", "-url", "https://admitfn.example.com"}, os.Stdout, os.Stderr)
+	run([]string{"render", "-p", "testdata/small", "--url", "https://admitfn.example.com"}, os.Stdout, os.Stderr)
 	// Output:
 	// apiVersion: admissionregistration.k8s.io/v1
 	// kind: ValidatingWebhookConfiguration
@@ -61,7 +63,7 @@ func TestRenderExamples(t *testing.T) {
 	os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o644)
 	for _, format := range []string{"yaml", "json"} {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"render", "-policies", "../../policies/examples", "-url", "https://127.0.0.1:8443", "-ca-bundle", ca, "-o", format}, &stdout, &stderr)
+		code := run([]string{"render", "-p", "../../policies/examples", "--url", "https://127.0.0.1:8443", "--ca-bundle", ca, "-o", format}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
@@ -87,15 +89,22 @@ func TestRenderErrors(t *testing.T) {
 		code     int
 		inStderr string
 	}{
-		{[]string{"render", "-policies", "testdata/small"}, 1, "admitfn render: a URL is required"},
-		{[]string{"render", "-policies", "testdata/small", "-url", "http://x"}, 1, "kube-apiserver only calls webhooks over https"},
-		{[]string{"render", "-policies", broken, "-url", "https://x"}, 1, "p.yaml: policy p: spec.validations[0].expression: compilation failed"},
-		{[]string{"render", "-policies", "testdata/small", "-url", "https://x", "-o", "xml"}, 2, `-o must be yaml or json, not "xml"`},
-		{[]string{"render", "-policies", "testdata/small", "-url", "https://x", "-ca-bundle", "/nonexistent"}, 1, "read CA bundle"},
-		{[]string{"render", "-policies", "testdata/small", "-url", "https://x", "-ca-bundle", "testdata/small/policy.yaml"}, 1, "CA bundle testdata/small/policy.yaml holds no PEM certificate"},
-		{[]string{"render", "-bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"frobnicate"}, 2, `admitfn: unknown command "frobnicate"`},
-		{nil, 2, "Usage:"},
+		{[]string{"render", "-p", "testdata/small"}, 2, "admitfn render: --url is required: the function's base URL, https://HOST[:PORT][/prefix]\nRun 'admitfn render --help' for usage.\n"},
+		{[]string{"render", "--url", "https://x"}, 2, "admitfn render: name the bundle with -p/--policies: a directory, a YAML or JSON file, or - for standard input\n"},
+		{[]string{"render", "-p", "testdata/nonexistent", "--url", "https://x"}, 1, "admitfn render: bundle testdata/nonexistent: no such file or directory\n"},
+		{[]string{"render", "-p", "testdata/tests/bundle/replicas_test.yaml", "--url", "https://x"}, 1, "admitfn render: bundle testdata/tests/bundle/replicas_test.yaml: a test file, not a bundle (run it with admitfn test testdata/tests/bundle/replicas_test.yaml)\n"},
+		{[]string{"render", "-p", "main.go", "--url", "https://x"}, 1, "admitfn render: bundle main.go: not a .yaml, .yml or .json file\n"},
+		{[]string{"render", "-p", "testdata/small", "--url", "http://x"}, 1, "kube-apiserver only calls webhooks over https"},
+		{[]string{"render", "-p", broken, "--url", "https://x"}, 1, "p.yaml: policy p: spec.validations[0].expression: compilation failed"},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "-o", "xml"}, 2, `admitfn render: -o/--output must be yaml or json, not "xml"`},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "--ca-bundle", "/nonexistent"}, 1, "read CA bundle"},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "--ca-bundle", "testdata/small/policy.yaml"}, 1, "CA bundle testdata/small/policy.yaml holds no PEM certificate"},
+		{[]string{"render", "--bogus"}, 2, "admitfn render: unknown flag: --bogus\nRun 'admitfn render --help' for usage.\n"},
+		{[]string{"render", "-policies", "testdata/small"}, 2, "admitfn: -policies: long flags take two dashes: --policies\n"},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "extra"}, 2, "admitfn render: unexpected arguments: extra\n"},
+		{[]string{"frobnicate"}, 2, "admitfn: unknown command \"frobnicate\"\nRun 'admitfn --help' for usage.\n"},
+		{[]string{"rendr"}, 2, `admitfn: unknown command "rendr"; did you mean "render"?`},
+		{nil, 2, "Usage:\n  admitfn [flags]\n  admitfn [command]\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
@@ -106,13 +115,6 @@ func TestRenderErrors(t *testing.T) {
 			t.Errorf("%v: wrote to stdout: %s", tc.args, stdout.String())
 		}
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"render", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Usage: admitfn render -url") {
-		t.Errorf("render -h: exit %d %s", code, stderr.String())
-	}
-	if code := run([]string{"help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "render   print the webhook configurations") {
-		t.Errorf("help: exit %d %s", code, stdout.String())
-	}
 }
 
 // admitfn version and --version print the build's version line; version
@@ -122,14 +124,23 @@ func TestVersion(t *testing.T) {
 	if !strings.Contains(want, ", Kubernetes v1.37.2, "+runtime.Version()+")") {
 		t.Errorf("version line %q does not name Kubernetes v1.37.2 and %s", want, runtime.Version())
 	}
-	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}, {"version", "-o", "text"}} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 0 || out.String() != want || errOut.Len() > 0 {
 			t.Errorf("admitfn %v: exit %d, %q, stderr %q; want %q", args, code, out.String(), errOut.String(), want)
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"version", "x"}, &out, &errOut); code != 2 || errOut.String() != "admitfn version takes no arguments\n" {
+	if code := run([]string{"version", "x"}, &out, &errOut); code != 2 || errOut.String() != "admitfn version: unexpected arguments: x\nRun 'admitfn version --help' for usage.\n" {
 		t.Errorf("admitfn version x: exit %d, stderr %q", code, errOut.String())
+	}
+	out.Reset()
+	var got map[string]string
+	if code := run([]string{"version", "--output=json"}, &out, &errOut); code != 0 || json.Unmarshal(out.Bytes(), &got) != nil {
+		t.Fatalf("version -o json: exit %d %s", code, out.String())
+	}
+	info := version.Get()
+	if want := map[string]string{"version": info.Version, "revision": info.Revision, "kubernetes": "v1.37.2", "go": runtime.Version()}; !reflect.DeepEqual(got, want) {
+		t.Errorf("version -o json: %v, want %v", got, want)
 	}
 }

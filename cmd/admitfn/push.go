@@ -3,125 +3,141 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
-	"github.com/admitfn/admitfn/core/celeval"
-	"github.com/admitfn/admitfn/core/engine"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 )
 
-func pushCmd(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flag.NewFlagSet("push", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	policies := fs.String("policies", "", "policy bundle directory (required)")
-	to := fs.String("to", "", "where to publish: s3://bucket/prefix, gs://bucket/prefix or a directory (required)")
-	signKey := fs.String("sign-key", "", "ed25519 private key (PKCS #8 PEM) to sign the manifest with")
-	expires := fs.Duration("expires", bundle.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
-	resign := fs.Bool("resign", false, "sign the manifest at -to again with a new serial and expiry, uploading nothing (needs -sign-key; with -policies, only if they are the bundle published there)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	output := fs.String("o", "text", "output format: text or json (the manifest)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: admitfn push -policies DIR -to s3://bucket/prefix|gs://bucket/prefix|DIR [flags]
-       admitfn push -resign -sign-key KEY -to s3://bucket/prefix|gs://bucket/prefix [-policies DIR]
-
-Publishes a bundle where functions load it from (their ADMITFN_POLICIES). The
+func (c *cli) pushCmd() *cobra.Command {
+	var (
+		policies, to, signKey, output string
+		expires, timeout              time.Duration
+		resign                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "push -p BUNDLE --to s3://bucket/prefix|gs://bucket/prefix|DIR",
+		Short: "Publish a bundle to S3, GCS or a directory, manifest last, optionally signed",
+		Long: `Publishes a bundle where functions load it from (their ADMITFN_POLICIES). The
 bundle is compiled first, exactly as a function would: a bundle that would not
 load is not published. Then each policy file is uploaded under the prefix with
-its path in the bundle, and the manifest (.admitfn/manifest.json) is written
-last: object keys, sizes, sha256 digests, versions (where the bucket keeps
-them), bundle ID and creation time. Functions read only what a manifest names,
-so they switch from one bundle to the next in one step; test files
-(*_test.yaml) and hidden files are not uploaded.
+its path in the bundle (a progress line each), and the manifest
+(.admitfn/manifest.json) is written last: object keys, sizes, sha256 digests,
+versions (where the bucket keeps them), bundle ID and creation time. Functions
+read only what a manifest names, so they switch from one bundle to the next in
+one step; test files (*_test.yaml) and hidden files are not uploaded.
 
-With -sign-key the manifest is signed; functions with ADMITFN_BUNDLE_PUBLIC_KEY
+With --sign-key the manifest is signed; functions with ADMITFN_BUNDLE_PUBLIC_KEY
 load only bundles signed by a matching key (see 'admitfn keygen'). A manifest
 in a bucket names the location it was published for, a serial higher than the
-manifest it replaces, and an expiry (-expires): functions refuse it anywhere
+manifest it replaces, and an expiry (--expires): functions refuse it anywhere
 else, after it expires, and when it is older than the bundle they serve. Keep
-an unchanged bundle loading with -resign, on a schedule shorter than -expires.
+an unchanged bundle loading with --resign, on a schedule shorter than --expires.
 
 Credentials come from each SDK's usual chain: for S3 the AWS default chain
 (AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, and ADMITFN_S3_PATH_STYLE=true
 for S3-compatible servers), for GCS Application Default Credentials
-(STORAGE_EMULATOR_HOST for an emulator).
+(STORAGE_EMULATOR_HOST for an emulator).`,
+		Example: `  admitfn push -p policies/ --to s3://my-bucket/admitfn --sign-key bundle.key
+  admitfn push -p policies/ --to gs://my-bucket/admitfn -o json
+  admitfn push --resign --sign-key bundle.key --to s3://my-bucket/admitfn`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case resign && (to == "" || signKey == ""):
+				return usagef("--resign needs --to and --sign-key")
+			case !resign && (policies == "" || to == ""):
+				return usagef("-p/--policies and --to are required")
+			case expires <= 0:
+				return usagef("--expires must be positive, not %v", expires)
+			}
+			if err := checkOutput(output, "text", "json"); err != nil {
+				return err
+			}
+			return c.push(policies, to, signKey, output, resign, bundle.PublishOptions{Expiry: expires}, timeout)
+		},
+	}
+	policiesFlag(cmd, &policies)
+	f := cmd.Flags()
+	f.StringVar(&to, "to", "", "where to publish: s3://bucket/prefix, gs://bucket/prefix or a directory (required)")
+	f.StringVar(&signKey, "sign-key", "", "ed25519 private key (PKCS #8 PEM) to sign the manifest with")
+	f.DurationVar(&expires, "expires", bundle.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
+	f.BoolVar(&resign, "resign", false, "sign the manifest at --to again with a new serial and expiry, uploading nothing (needs --sign-key; with -p, only if it is the bundle published there)")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	outputFlag(cmd, &output, "text", "json")
+	return cmd
+}
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return errUsage
-	case *resign && (*to == "" || *signKey == ""):
-		fmt.Fprintln(stderr, "-resign needs -to and -sign-key")
-		return errUsage
-	case !*resign && (*policies == "" || *to == ""):
-		fmt.Fprintln(stderr, "-policies and -to are required")
-		return errUsage
-	case *expires <= 0:
-		fmt.Fprintf(stderr, "-expires must be positive, not %v\n", *expires)
-		return errUsage
-	case *output != "text" && *output != "json":
-		fmt.Fprintf(stderr, "-o must be text or json, not %q\n", *output)
-		return errUsage
-	}
-	loc, err := store.ParseLocation(*to)
+// pushReport is push -o json: where the bundle went and its manifest.
+type pushReport struct {
+	Location string           `json:"location"`
+	Manifest string           `json:"manifest"`
+	KeyID    string           `json:"keyID,omitempty"`
+	Resigned bool             `json:"resigned,omitempty"`
+	Content  *bundle.Manifest `json:"content"`
+}
+
+func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundle.PublishOptions, timeout time.Duration) error {
+	loc, err := store.ParseLocation(to)
 	if err != nil {
 		return err
 	}
-	var key ed25519.PrivateKey
-	if *signKey != "" {
-		data, err := os.ReadFile(*signKey)
+	if signKey != "" {
+		data, err := os.ReadFile(signKey)
 		if err != nil {
 			return err
 		}
-		if key, err = bundle.ParsePrivateKey(data); err != nil {
-			return fmt.Errorf("%s: %w", *signKey, err)
+		if opts.SignKey, err = bundle.ParsePrivateKey(data); err != nil {
+			return fmt.Errorf("%s: %w", signKey, err)
 		}
 	}
-	storeOpts, err := anystore.OptionsFromEnv(getenv)
+	storeOpts, err := anystore.OptionsFromEnv(c.getenv)
 	if err != nil {
 		return err
 	}
 
 	var sources []policy.Source
-	if *policies != "" {
-		if sources, err = policy.ReadFS(os.DirFS(*policies), "."); err != nil {
-			return fmt.Errorf("%s: %w", *policies, err)
-		}
-		b, err := policy.Parse(sources)
-		if err != nil {
-			return fmt.Errorf("%s: %w", *policies, err)
-		}
-		if _, err := engine.New(b, celeval.NewCompiler()); err != nil {
-			return fmt.Errorf("%s: %w", *policies, err)
+	if policies != "" {
+		if _, _, sources, err = c.loadBundle(policies); err != nil {
+			return err
 		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	bucket, err := anystore.Open(ctx, loc, storeOpts, true)
 	if err != nil {
-		return err
+		return withCredentialHint(loc, err)
 	}
-	opts := bundle.PublishOptions{SignKey: key, Expiry: *expires}
+	// Progress: on stdout as the text report, on a terminal's stderr
+	// beside JSON.
+	progress := io.Discard
+	if output == "text" {
+		progress = c.out
+	} else if f, ok := c.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		progress = c.err
+	}
+	opts.Uploaded = func(o bundle.ManifestObject) {
+		v := ""
+		if o.Version != "" {
+			v = " version " + o.Version
+		}
+		fmt.Fprintf(progress, "uploaded %s (%d bytes, sha256 %s%s)\n", loc.Key(o.Key), o.Size, o.SHA256[:12], v)
+	}
 	var m *bundle.Manifest
-	if *resign {
+	if resign {
 		id := ""
 		if sources != nil {
 			id = policy.ID(sources)
@@ -131,32 +147,40 @@ Flags:
 		m, err = bundle.Publish(ctx, bucket, sources, opts)
 	}
 	if err != nil {
-		return err
+		return withCredentialHint(loc, err)
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+	keyID := ""
+	if opts.SignKey != nil {
+		keyID = bundle.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
+	}
+	if output == "json" {
+		return writeJSON(c.out, pushReport{Location: loc.String(), Manifest: loc.Key(bundle.ManifestKey), KeyID: keyID, Resigned: resign, Content: m})
 	}
 	signed := "unsigned"
-	if key != nil {
-		signed = "signed by key " + bundle.KeyID(key.Public().(ed25519.PublicKey))
+	if keyID != "" {
+		signed = "signed by key " + keyID
 	}
 	stamp := fmt.Sprintf("serial %d", m.Serial)
 	if !m.Expires.IsZero() {
 		stamp += ", expires " + m.Expires.Format(time.RFC3339)
 	}
-	if *resign {
-		fmt.Fprintf(stdout, "re-signed bundle %s at %s: manifest %s, %s, %s\n", m.Bundle, loc, loc.Key(bundle.ManifestKey), signed, stamp)
+	if resign {
+		fmt.Fprintf(c.out, "re-signed bundle %s at %s: manifest %s, %s, %s\n", m.Bundle, loc, loc.Key(bundle.ManifestKey), signed, stamp)
 		return nil
 	}
-	for _, o := range m.Objects {
-		v := ""
-		if o.Version != "" {
-			v = " version " + o.Version
-		}
-		fmt.Fprintf(stdout, "uploaded %s (%d bytes, sha256 %s%s)\n", loc.Key(o.Key), o.Size, o.SHA256[:12], v)
-	}
-	fmt.Fprintf(stdout, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(bundle.ManifestKey), signed, stamp)
+	fmt.Fprintf(c.out, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(bundle.ManifestKey), signed, stamp)
 	return nil
+}
+
+// withCredentialHint says where credentials come from when the SDK found
+// none, instead of leaving the user its provider chain.
+func withCredentialHint(loc store.Location, err error) error {
+	msg := err.Error()
+	switch {
+	case loc.Scheme == "s3" && (strings.Contains(msg, "get credentials") || strings.Contains(msg, "failed to refresh cached credentials")):
+		return fmt.Errorf("%s: no AWS credentials found. Set AWS_PROFILE to a profile in ~/.aws/config (after 'aws sso login' or 'aws configure'), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where an IAM role is attached; AWS_REGION names the bucket's region", loc)
+	case loc.Scheme == "gs" && strings.Contains(msg, "could not find default credentials"):
+		return fmt.Errorf("%s: no Google credentials found. Run 'gcloud auth application-default login', or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, or run where a service account is attached (STORAGE_EMULATOR_HOST points at an emulator)", loc)
+	}
+	return err
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ func admitfn(args ...string) (code int, stdout, stderr string) {
 func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 	t.Helper()
 	keyFile = filepath.Join(t.TempDir(), "bundle.key")
-	code, out, errOut := admitfn("keygen", "-out", keyFile)
+	code, out, errOut := admitfn("keygen", "--out", keyFile)
 	if code != 0 || !regexp.MustCompile(`^wrote \S+ and \S+\.pub \(key id [0-9a-f]{16}\)\n-----BEGIN PUBLIC KEY-----\n`).MatchString(out) {
 		t.Fatalf("keygen: %d %q %q", code, out, errOut)
 	}
@@ -47,7 +49,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 	if pub, err = bundle.ParsePublicKeys(string(pubPEM)); err != nil || len(pub) != 1 {
 		t.Fatalf("public key: %v", err)
 	}
-	if code, _, errOut := admitfn("keygen", "-out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting a key") {
+	if code, _, errOut := admitfn("keygen", "--out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting a key") {
 		t.Errorf("keygen over an existing key: %d %q", code, errOut)
 	}
 	return keyFile, pub
@@ -58,7 +60,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	t.Helper()
 	keyFile, pub := keys(t)
-	code, out, errOut := admitfn("push", "-policies", "../../policies/examples", "-to", to, "-sign-key", keyFile, "-expires", "240h")
+	code, out, errOut := admitfn("push", "-p", "../../policies/examples", "--to", to, "--sign-key", keyFile, "--expires", "240h")
 	if code != 0 {
 		t.Fatalf("push: %d\n%s\n%s", code, out, errOut)
 	}
@@ -81,13 +83,23 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	}
 	stamp := fmt.Sprintf("serial %d, expires %s", snap.Serial, snap.Expires.Format(time.RFC3339))
 	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + bundle.KeyID(pub[0]) + ", " + stamp
-	if len(lines) != 13 || last != wantLast || !strings.HasPrefix(lines[0], "uploaded prod/01-basic.yaml (") {
+	if len(lines) != 13 || last != wantLast {
 		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
+	}
+	// One progress line per object, as each upload ends.
+	progress := append([]string(nil), lines[:len(lines)-1]...)
+	sort.Strings(progress)
+	for i, o := range snap.Sources {
+		sum := sha256.Sum256(o.Data)
+		want := fmt.Sprintf("uploaded prod/%s (%d bytes, sha256 %x", o.Name, len(o.Data), sum[:6])
+		if i >= len(progress) || !strings.HasPrefix(progress[i], want) {
+			t.Errorf("progress line %d: %q, want %q…", i, progress[min(i, len(progress)-1)], want)
+		}
 	}
 
 	// Re-signing writes the manifest only, with a higher serial, and only
 	// for the bundle published there.
-	code, out, errOut = admitfn("push", "-resign", "-sign-key", keyFile, "-to", to, "-policies", "../../policies/examples")
+	code, out, errOut = admitfn("push", "--resign", "--sign-key", keyFile, "--to", to, "-p", "../../policies/examples")
 	resigned, err := (&bundle.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +109,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	if code != 0 || out != want || resigned.Serial <= snap.Serial || resigned.BundleID != id {
 		t.Errorf("push -resign: %d %q %q\nwant %q (serial above %d)", code, out, errOut, want, snap.Serial)
 	}
-	code, _, errOut = admitfn("push", "-resign", "-sign-key", keyFile, "-to", to, "-policies", "testdata/small")
+	code, _, errOut = admitfn("push", "--resign", "--sign-key", keyFile, "--to", to, "-p", "testdata/small")
 	if code != 1 || !strings.Contains(errOut, "the bundle of the given policies: push them instead") {
 		t.Errorf("push -resign of other policies: %d %q", code, errOut)
 	}
@@ -124,14 +136,21 @@ func TestPushToGCS(t *testing.T) {
 
 func TestPushToDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	code, out, errOut := admitfn("push", "-policies", "testdata/small", "-to", dir, "-o", "json")
+	code, out, errOut := admitfn("push", "-p", "testdata/small", "--to", dir, "-o", "json")
 	if code != 0 {
 		t.Fatalf("push: %d %s %s", code, out, errOut)
 	}
-	var m bundle.Manifest
-	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Kind != bundle.ManifestKind || len(m.Objects) == 0 {
+	var report struct {
+		Location, Manifest string
+		Content            bundle.Manifest
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || report.Location != dir || report.Manifest != ".admitfn/manifest.json" || report.Content.Kind != bundle.ManifestKind || len(report.Content.Objects) != 1 {
 		t.Fatalf("-o json: %v %s", err, out)
 	}
+	if errOut != "" {
+		t.Errorf("-o json wrote progress to a stderr that is not a terminal: %q", errOut)
+	}
+	m := report.Content
 	snap, err := (&bundle.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
 	if err != nil || snap.BundleID != m.Bundle {
 		t.Fatalf("fetch: %v", err)
@@ -147,7 +166,7 @@ func TestPushRefusesABadBundle(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "p.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}\n  validations:\n  - expression: 'object.spec +'\n"), 0o644)
 	to := filepath.Join(t.TempDir(), "out")
-	code, _, errOut := admitfn("push", "-policies", bad, "-to", to)
+	code, _, errOut := admitfn("push", "-p", bad, "--to", to)
 	if code != 1 || !strings.HasPrefix(errOut, "admitfn push: "+bad+": 1 error(s) in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed") {
 		t.Errorf("push of a bad bundle: %d %q", code, errOut)
 	}
@@ -162,15 +181,17 @@ func TestPushUsage(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"push"}, 2, "-policies and -to are required\n"},
-		{[]string{"push", "-policies", "x"}, 2, "-policies and -to are required\n"},
-		{[]string{"push", "-policies", "x", "-to", "y", "extra"}, 2, "unexpected arguments: [extra]\n"},
-		{[]string{"push", "-policies", "x", "-to", "y", "-o", "yaml"}, 2, "-o must be text or json, not \"yaml\"\n"},
-		{[]string{"push", "-policies", "testdata/small", "-to", "ftp://host/p"}, 1, "admitfn push: policy location \"ftp://host/p\": unsupported scheme \"ftp\": want a directory, s3://bucket/prefix or gs://bucket/prefix\n"},
-		{[]string{"push", "-policies", "testdata/small", "-to", "out", "-sign-key", "push_test.go"}, 1, "admitfn push: push_test.go: signing key: want a PEM PRIVATE KEY block (PKCS #8)\n"},
-		{[]string{"push", "-resign", "-to", "y"}, 2, "-resign needs -to and -sign-key\n"},
-		{[]string{"push", "-policies", "x", "-to", "y", "-expires", "0s"}, 2, "-expires must be positive, not 0s\n"},
-		{[]string{"keygen"}, 2, "-out is required, and nothing else\n"},
+		{[]string{"push"}, 2, "admitfn push: -p/--policies and --to are required\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"push", "-p", "x"}, 2, "admitfn push: -p/--policies and --to are required\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"push", "-p", "x", "--to", "y", "extra"}, 2, "admitfn push: unexpected arguments: extra\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"push", "-p", "x", "--to", "y", "-o", "yaml"}, 2, "admitfn push: -o/--output must be text or json, not \"yaml\"\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"push", "-p", "testdata/nonexistent", "--to", "y"}, 1, "admitfn push: bundle testdata/nonexistent: no such file or directory\n"},
+		{[]string{"push", "-p", "testdata/small", "--to", "ftp://host/p"}, 1, "admitfn push: policy location \"ftp://host/p\": unsupported scheme \"ftp\": want a directory, s3://bucket/prefix or gs://bucket/prefix\n"},
+		{[]string{"push", "-p", "testdata/small", "--to", "out", "--sign-key", "push_test.go"}, 1, "admitfn push: push_test.go: signing key: want a PEM PRIVATE KEY block (PKCS #8)\n"},
+		{[]string{"push", "--resign", "--to", "y"}, 2, "admitfn push: --resign needs --to and --sign-key\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"push", "-p", "x", "--to", "y", "--expires", "0s"}, 2, "admitfn push: --expires must be positive, not 0s\nRun 'admitfn push --help' for usage.\n"},
+		{[]string{"keygen"}, 2, "admitfn keygen: --out is required: the file for the private key\nRun 'admitfn keygen --help' for usage.\n"},
+		{[]string{"keygen", "--out", "k", "extra"}, 2, "admitfn keygen: unexpected arguments: extra\nRun 'admitfn keygen --help' for usage.\n"},
 	} {
 		code, _, errOut := admitfn(tc.args...)
 		if code != tc.code || errOut != tc.err {
@@ -193,7 +214,7 @@ func TestToken(t *testing.T) {
 		t.Errorf("the function refuses the token: %v", err)
 	}
 	// The rendered configuration carries it in every webhook's URL.
-	code, cfg, errOut := admitfn("render", "-policies", "testdata/small", "-url", "https://fn.example.com/"+tok)
+	code, cfg, errOut := admitfn("render", "-p", "testdata/small", "--url", "https://fn.example.com/"+tok)
 	if code != 0 || !strings.Contains(cfg, "url: https://fn.example.com/"+tok+"/validate\n") {
 		t.Errorf("render with a token: %d %s %s", code, cfg, errOut)
 	}

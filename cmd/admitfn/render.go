@@ -3,79 +3,74 @@ package main
 import (
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/admitfn/admitfn/core/celeval"
-	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/render"
 )
 
-func renderCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	policies := fs.String("policies", "policies/examples", "policy bundle directory")
-	url := fs.String("url", "", "base URL of the function, https://HOST[:PORT][/prefix] (required)")
-	caFile := fs.String("ca-bundle", "", "PEM file of the CA that signed the function's certificate (omit for publicly trusted certificates)")
-	name := fs.String("name", "admitfn", "name of the webhook configurations")
-	timeout := fs.Int("timeout", render.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
-	includeKubeSystem := fs.Bool("include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
-	output := fs.String("o", "yaml", "output format: yaml or json")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: admitfn render -url https://HOST[:PORT][/prefix] [flags]
-
-Prints the webhook configurations for a policy bundle: a
+func (c *cli) renderCmd() *cobra.Command {
+	var (
+		policies, url, caFile, name, output string
+		timeout                             int
+		includeKubeSystem                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "render -p BUNDLE --url https://HOST[:PORT][/prefix]",
+		Short: "Print the webhook configurations that point kube-apiserver at the function",
+		Long: `Prints the webhook configurations for a policy bundle: a
 ValidatingWebhookConfiguration for its ValidatingAdmissionPolicyBindings and a
 MutatingWebhookConfiguration for its MutatingAdmissionPolicyBindings (each only
 when the bundle has such bindings). Each holds one webhook per policy group
 (bindings that kube-apiserver can pre-filter alike) calling the function on its
 own route. YAML output is one document per configuration; JSON output is a v1
-List of them. Apply either with kubectl apply -f -.
+List of them. Apply either with kubectl apply -f -.`,
+		Example: `  admitfn render -p policies/ --url https://fn.example.com/TOKEN | kubectl apply -f -
+  admitfn render -p policies/ --url https://10.0.0.5:8443 --ca-bundle ca.pem -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "yaml", "json"); err != nil {
+				return err
+			}
+			return c.render(policies, output, render.Options{Name: name, URL: url, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem}, caFile)
+		},
+	}
+	policiesFlag(cmd, &policies)
+	f := cmd.Flags()
+	f.StringVar(&url, "url", "", "base URL of the function, https://HOST[:PORT][/prefix] (required)")
+	f.StringVar(&caFile, "ca-bundle", "", "PEM file of the CA that signed the function's certificate (omit for publicly trusted certificates)")
+	f.StringVar(&name, "name", "admitfn", "name of the webhook configurations")
+	f.IntVar(&timeout, "timeout", render.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
+	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
+	outputFlag(cmd, &output, "yaml", "json")
+	return cmd
+}
 
-Flags:
-`)
-		fs.PrintDefaults()
+func (c *cli) render(policies, output string, opts render.Options, caFile string) error {
+	if opts.URL == "" {
+		return usagef("--url is required: the function's base URL, https://HOST[:PORT][/prefix]")
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return errUsage
-	}
-	if *output != "yaml" && *output != "json" {
-		fmt.Fprintf(stderr, "-o must be yaml or json, not %q\n", *output)
-		return errUsage
-	}
-	var ca []byte
-	if *caFile != "" {
-		var err error
-		if ca, err = os.ReadFile(*caFile); err != nil {
+	if caFile != "" {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
 			return fmt.Errorf("read CA bundle: %w", err)
 		}
 		if block, _ := pem.Decode(ca); block == nil || block.Type != "CERTIFICATE" {
-			return fmt.Errorf("CA bundle %s holds no PEM certificate", *caFile)
+			return fmt.Errorf("CA bundle %s holds no PEM certificate", caFile)
 		}
-	}
-
-	b, err := policy.LoadFS(os.DirFS(*policies), ".")
-	if err != nil {
-		return err
+		opts.CABundle = ca
 	}
 	// Compile too: a configuration is only worth rendering for a bundle the
 	// function will accept.
-	eng, err := engine.New(b, celeval.NewCompiler())
+	eng, _, _, err := c.loadBundle(policies)
 	if err != nil {
 		return err
 	}
-	opts := render.Options{Name: *name, URL: *url, CABundle: ca, TimeoutSeconds: int32(*timeout), IncludeKubeSystem: *includeKubeSystem}
 	validating, err := render.Validating(eng.Groups(), opts)
 	if err != nil {
 		return err
@@ -92,7 +87,7 @@ Flags:
 		objs = append(objs, mutating)
 	}
 	if len(objs) == 0 {
-		return fmt.Errorf("the bundle in %s has no bindings: there is nothing for kube-apiserver to call", *policies)
+		return fmt.Errorf("the bundle %s has no bindings: there is nothing for kube-apiserver to call", bundleName(policies))
 	}
 	items := make([]any, len(objs))
 	for i, o := range objs {
@@ -104,7 +99,7 @@ Flags:
 		items[i] = u
 	}
 	var out []byte
-	if *output == "json" {
+	if output == "json" {
 		list := map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
 		out, err = json.MarshalIndent(list, "", "  ")
 		out = append(out, '\n')
@@ -123,6 +118,6 @@ Flags:
 	if err != nil {
 		return err
 	}
-	_, err = stdout.Write(out)
+	_, err = c.out.Write(out)
 	return err
 }

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
@@ -36,6 +34,10 @@ import (
 // testFile is a file of test cases for one bundle (docs/policies.md,
 // "Testing policies").
 type testFile struct {
+	// APIVersion and Kind name the format: admitfn.io/v1alpha1 PolicyTest.
+	// Files without them are read as that version.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 	// Policies is the bundle directory, relative to the test file; by
 	// default the test file's own directory.
 	Policies string `json:"policies,omitempty"`
@@ -44,6 +46,12 @@ type testFile struct {
 	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
 	Cases      []testCase                   `json:"cases"`
 }
+
+// The test file format this admitfn reads.
+const (
+	testAPIVersion = "admitfn.io/v1alpha1"
+	testKind       = "PolicyTest"
+)
 
 type testCase struct {
 	Name        string                       `json:"name"`
@@ -91,92 +99,127 @@ type caseResult struct {
 	Millis   float64  `json:"durationMs"`
 }
 
-func testCmd(args []string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("test", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	output := fset.String("o", "text", "output format: text or json")
-	run := fset.String("run", "", "run only the cases whose FILE/NAME matches this regular expression")
-	includeKubeSystem := fset.Bool("include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render -include-kube-system configures them")
-	fset.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: admitfn test [flags] DIR...
-
-Runs the test cases in every *_test.yaml file under each DIR against the
-policy bundle each file names (by default the bundle in its own directory).
-Each case is an admission request, sent to the bundle's webhooks as
+func (c *cli) testCmd() *cobra.Command {
+	var (
+		policies, output, runFilter string
+		files                       []string
+		includeKubeSystem           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "test [PATH...]",
+		Short: "Run the test cases beside a bundle's policies",
+		Long: `Runs the test cases in every *_test.yaml file under each PATH (a directory,
+searched recursively, or a test file) against the policy bundle each file
+names (by default the bundle in its own directory; -p/--policies overrides
+it). Each case is an admission request, sent to the bundle's webhooks as
 kube-apiserver sends it: mutating webhooks first (reinvoked once when
 reinvocationPolicy is IfNeeded), then validating webhooks on the mutated
 object. It passes when the outcome is what the case expects.
 
-Prints one line per case and, for a failure, what differs; exits 1 when a
-case fails. docs/policies.md ("Testing policies") describes the file format.
+Prints one line per case and, for a failure, what differs; -o json and
+-o junit (JUnit XML, which CI systems show per case) print reports instead.
+A test file that does not load fails on its own; the other files still run.
+Exits 1 when a case or a file fails. docs/policies.md ("Testing policies")
+describes the file format.`,
+		Example: `  admitfn test policies/
+  admitfn test policies/library/pod-security/pod-security_test.yaml
+  admitfn test -p my-bundle.yaml tests/
+  admitfn test policies/ --run 'replicas' -o junit > report.xml`,
+		Args: cobra.ArbitraryArgs,
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "text", "json", "junit"); err != nil {
+				return err
+			}
+			paths := append(files, args...)
+			if len(paths) == 0 {
+				return usagef("name at least one test file or directory: admitfn test policies/")
+			}
+			filter, err := regexp.Compile(runFilter)
+			if err != nil {
+				return usagef("--run: %v", err)
+			}
+			return c.test(paths, policies, filter, output, includeKubeSystem)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&files, "filename", "f", nil, "a test file or a directory of them (repeatable; also taken as arguments)")
+	cmd.MarkFlagFilename("filename", "yaml", "yml")
+	f.StringVarP(&policies, "policies", "p", "", "run every test file against this bundle instead of the one it names: "+strings.TrimPrefix(policiesUsage, "policy bundle: "))
+	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
+	f.StringVar(&runFilter, "run", "", "run only the cases whose FILE/NAME matches this regular expression")
+	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	outputFlag(cmd, &output, "text", "json", "junit")
+	return cmd
+}
 
-Flags:
-`)
-		fset.PrintDefaults()
-	}
-	if err := parseFlags(fset, args); err != nil {
-		return err
-	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "-o must be text or json, not %q\n", *output)
-		return errUsage
-	}
-	if fset.NArg() == 0 {
-		fmt.Fprintln(stderr, "admitfn test: name at least one directory")
-		return errUsage
-	}
-	filter, err := regexp.Compile(*run)
-	if err != nil {
-		fmt.Fprintf(stderr, "-run: %v\n", err)
-		return errUsage
-	}
+// fileError is a test file that did not load: it fails on its own.
+type fileError struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
 
+func (c *cli) test(paths []string, override string, filter *regexp.Regexp, output string, includeKubeSystem bool) error {
 	var files []string
-	for _, dir := range fset.Args() {
-		found, err := findTestFiles(dir)
+	for _, p := range paths {
+		found, err := findTestFiles(p)
 		if err != nil {
 			return err
 		}
 		files = append(files, found...)
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("no *_test.yaml files under %s", strings.Join(fset.Args(), ", "))
+		return fmt.Errorf("no *_test.yaml files under %s", strings.Join(paths, ", "))
 	}
 
-	engines := map[string]*engine.Engine{}
-	var results []caseResult
-	for _, file := range files {
-		tf, err := readTestFile(file)
+	var overridden *engine.Engine
+	if override != "" {
+		eng, _, _, err := c.loadBundle(override)
 		if err != nil {
 			return err
 		}
-		dir := tf.Policies
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(filepath.Dir(file), dir)
+		overridden = eng
+	}
+	engines := map[string]*engine.Engine{}
+	engineErrs := map[string]error{}
+	var results []caseResult
+	var fileErrs []fileError
+	for _, file := range files {
+		tf, err := readTestFile(file)
+		if err != nil {
+			fileErrs = append(fileErrs, fileError{file, err.Error()})
+			continue
 		}
-		eng, ok := engines[dir]
-		if !ok {
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-				return fmt.Errorf("%s: policies %s: not a directory", file, dir)
+		eng := overridden
+		if eng == nil {
+			dir := tf.Policies
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(filepath.Dir(file), dir)
 			}
-			if eng, _, err = engine.Load(os.DirFS(dir), ".", celeval.NewCompiler()); err != nil {
-				return fmt.Errorf("%s: policies %s: %w", file, dir, err)
+			if _, seen := engines[dir]; !seen {
+				engines[dir], _, _, engineErrs[dir] = c.loadBundle(dir)
 			}
-			engines[dir] = eng
+			if err := engineErrs[dir]; err != nil {
+				fileErrs = append(fileErrs, fileError{file, "policies: " + err.Error()})
+				continue
+			}
+			eng = engines[dir]
 		}
 		for i := range tf.Cases {
-			c := &tf.Cases[i]
-			if !filter.MatchString(file + "/" + c.Name) {
+			tc := &tf.Cases[i]
+			if !filter.MatchString(file + "/" + tc.Name) {
 				continue
 			}
 			start := time.Now()
-			res := caseResult{File: file, Name: c.Name}
-			got, err := play(context.Background(), eng, tf, c, *includeKubeSystem)
+			res := caseResult{File: file, Name: tc.Name}
+			got, err := play(context.Background(), eng, tf, tc, includeKubeSystem)
 			if err != nil {
 				res.Failures = []string{err.Error()}
 			} else {
 				res.Outcome = got
-				res.Failures = compare(c.Expect, got)
+				res.Failures = compare(tc.Expect, got)
 			}
 			res.Passed = len(res.Failures) == 0
 			res.Millis = float64(time.Since(start).Microseconds()) / 1000
@@ -184,8 +227,8 @@ Flags:
 		}
 	}
 
-	if len(results) == 0 {
-		return fmt.Errorf("no case matches -run %q", *run)
+	if len(results) == 0 && len(fileErrs) == 0 {
+		return fmt.Errorf("no case matches --run %q", filter)
 	}
 	failed := 0
 	for _, r := range results {
@@ -193,35 +236,47 @@ Flags:
 			failed++
 		}
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+	var err error
+	switch output {
+	case "json":
+		err = writeJSON(c.out, struct {
 			Passed int          `json:"passed"`
 			Failed int          `json:"failed"`
 			Cases  []caseResult `json:"cases"`
-		}{len(results) - failed, failed, results}); err != nil {
-			return err
+			Errors []fileError  `json:"errors,omitempty"`
+		}{len(results) - failed, failed, results, fileErrs})
+	case "junit":
+		err = writeJUnit(c.out, results, fileErrs)
+	default:
+		colour := c.colour(c.out)
+		for _, fe := range fileErrs {
+			fmt.Fprintf(c.out, "%s %s: the file does not load\n       %s\n", paint(colour, "red", "FAIL"), fe.File, strings.ReplaceAll(fe.Error, "\n", "\n       "))
 		}
-	} else {
 		for _, r := range results {
-			status := "ok  "
+			status := paint(colour, "green", "ok  ")
 			if !r.Passed {
-				status = "FAIL"
+				status = paint(colour, "red", "FAIL")
 			}
-			fmt.Fprintf(stdout, "%s %s: %s\n", status, r.File, r.Name)
+			fmt.Fprintf(c.out, "%s %s: %s\n", status, r.File, r.Name)
 			for _, f := range r.Failures {
-				fmt.Fprintf(stdout, "       %s\n", strings.ReplaceAll(f, "\n", "\n       "))
+				fmt.Fprintf(c.out, "       %s\n", strings.ReplaceAll(f, "\n", "\n       "))
 			}
 		}
-		if failed > 0 {
-			fmt.Fprintf(stdout, "FAIL: %d of %s failed\n", failed, cases(len(results)))
+		summary := ""
+		if len(fileErrs) > 0 {
+			summary = ", " + plural(len(fileErrs), "file") + " did not load"
+		}
+		if failed > 0 || len(fileErrs) > 0 {
+			fmt.Fprintf(c.out, "%s: %d of %s failed%s\n", paint(colour, "red", "FAIL"), failed, cases(len(results)), summary)
 		} else {
-			fmt.Fprintf(stdout, "PASS: %s\n", cases(len(results)))
+			fmt.Fprintf(c.out, "%s: %s\n", paint(colour, "green", "PASS"), cases(len(results)))
 		}
 	}
-	if failed > 0 {
-		return errTestsFailed
+	if err != nil {
+		return err
+	}
+	if failed > 0 || len(fileErrs) > 0 {
+		return errReported
 	}
 	return nil
 }
@@ -233,10 +288,17 @@ func cases(n int) string {
 	return fmt.Sprintf("%d cases", n)
 }
 
-// errTestsFailed exits 1 without a further message: the output said it.
-var errTestsFailed = errors.New("test cases failed")
-
+// findTestFiles lists the test files at path: the file itself, or those
+// under the directory.
 func findTestFiles(dir string) ([]string, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file or directory", dir)
+		}
+		return nil, err
+	} else if !fi.IsDir() {
+		return []string{dir}, nil
+	}
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -262,6 +324,11 @@ func readTestFile(path string) (*testFile, error) {
 	var tf testFile
 	if err := yaml.UnmarshalStrict(data, &tf); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if tf.APIVersion != "" || tf.Kind != "" {
+		if tf.APIVersion != testAPIVersion || tf.Kind != testKind {
+			return nil, fmt.Errorf("%s: apiVersion %q, kind %q: this admitfn reads apiVersion %s, kind %s", path, tf.APIVersion, tf.Kind, testAPIVersion, testKind)
+		}
 	}
 	if len(tf.Cases) == 0 {
 		return nil, fmt.Errorf("%s: no cases", path)

@@ -46,14 +46,14 @@ func TestTestCommand(t *testing.T) {
 
 	// kube-system reaches the webhooks when the configuration says so.
 	stdout.Reset()
-	if code := run([]string{"test", "-include-kube-system", "-run", "kube-system", "testdata/tests"}, &stdout, &stderr); code != 1 ||
+	if code := run([]string{"test", "--include-kube-system", "--run", "kube-system", "testdata/tests"}, &stdout, &stderr); code != 1 ||
 		!strings.Contains(stdout.String(), `object.metadata.labels: got {"owner":"alice"}, want it absent`) {
 		t.Errorf("-include-kube-system: exit %d\n%s", code, stdout.String())
 	}
 
 	// -run selects cases by FILE/NAME.
 	stdout.Reset()
-	if code := run([]string{"test", "-run", "bundle/.*prod", "testdata/tests"}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"test", "--run", "bundle/.*prod", "testdata/tests"}, &stdout, &stderr); code != 0 {
 		t.Errorf("-run: exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	if want := "ok   testdata/tests/bundle/replicas_test.yaml: five replicas in prod are denied\nok   testdata/tests/bundle/replicas_test.yaml: two replicas in prod are annotated and labelled\nPASS: 2 cases\n"; stdout.String() != want {
@@ -121,26 +121,36 @@ func TestTestCommandErrors(t *testing.T) {
 		{"bad operation", "d/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  operation: PATCH\n  expect: {allowed: true}\n  " + deploy + "\n", 1, `cases[0] (c): operation "PATCH": want CREATE, UPDATE, DELETE or CONNECT`},
 		{"duplicate names", "e/x_test.yaml", "policies: " + bundle + "\ncases:\n- {name: c, expect: {allowed: true}, " + deploy + "}\n- {name: c, expect: {allowed: true}, " + deploy + "}\n", 1, `cases[1]: name "c" is used twice`},
 		{"no cases", "f/x_test.yaml", "policies: " + bundle + "\n", 1, "x_test.yaml: no cases"},
-		{"bad bundle", "g/x_test.yaml", "policies: /nonexistent\ncases:\n- name: c\n  expect: {allowed: true}\n  " + deploy + "\n", 1, "x_test.yaml: policies /nonexistent: not a directory"},
-		{"no test files", "h/policy.yaml", "kind: Nothing\n", 1, "no *_test.yaml files under"},
+		{"bad bundle", "g/x_test.yaml", "policies: /nonexistent\ncases:\n- name: c\n  expect: {allowed: true}\n  " + deploy + "\n", 1, "x_test.yaml: the file does not load\n       policies: bundle /nonexistent: no such file or directory\n"},
+		{"unknown version", "i/x_test.yaml", "apiVersion: admitfn.io/v2\nkind: PolicyTest\npolicies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true}\n  " + deploy + "\n", 1, `x_test.yaml: apiVersion "admitfn.io/v2", kind "PolicyTest": this admitfn reads apiVersion admitfn.io/v1alpha1, kind PolicyTest`},
+		{"kind alone", "j/x_test.yaml", "kind: PolicyTest\npolicies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true}\n  " + deploy + "\n", 1, `x_test.yaml: apiVersion "", kind "PolicyTest": this admitfn reads`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := write(tc.file, tc.content)
 			var stdout, stderr bytes.Buffer
 			code := run([]string{"test", d}, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stderr.String(), tc.inStderr) {
-				t.Errorf("exit %d, stderr %q; want %d with %q", code, stderr.String(), tc.code, tc.inStderr)
+			// The file fails on its own, reported with the cases.
+			want := "FAIL " + filepath.Join(d, "x_test.yaml") + ": the file does not load\n       "
+			if code != tc.code || !strings.HasPrefix(stdout.String(), want) || !strings.Contains(stdout.String(), tc.inStderr) ||
+				!strings.HasSuffix(stdout.String(), "FAIL: 0 of 0 cases failed, 1 file did not load\n") || stderr.Len() > 0 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d with %q", code, stdout.String(), stderr.String(), tc.code, tc.inStderr)
 			}
 		})
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"test"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "name at least one directory") {
+	if code := run([]string{"test", write("h/policy.yaml", "kind: Nothing\n")}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "admitfn test: no *_test.yaml files under ") {
+		t.Errorf("no test files: exit %d %s", code, stderr.String())
+	}
+	if code := run([]string{"test", filepath.Join(dir, "nonexistent")}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "nonexistent: no such file or directory\n") {
+		t.Errorf("missing path: exit %d %s", code, stderr.String())
+	}
+	if code := run([]string{"test"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "admitfn test: name at least one test file or directory: admitfn test policies/\n") {
 		t.Errorf("no args: exit %d %s", code, stderr.String())
 	}
 	if code := run([]string{"test", "-o", "xml", "testdata/tests"}, &stdout, &stderr); code != 2 {
 		t.Errorf("-o xml: exit %d", code)
 	}
-	if code := run([]string{"test", "-run", "nothing-matches", "testdata/tests"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `no case matches -run "nothing-matches"`) {
+	if code := run([]string{"test", "--run", "nothing-matches", "testdata/tests"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `no case matches --run "nothing-matches"`) {
 		t.Errorf("-run without matches: exit %d %s", code, stderr.String())
 	}
 }
@@ -148,7 +158,7 @@ func TestTestCommandErrors(t *testing.T) {
 func TestLoaderSkipsTestFiles(t *testing.T) {
 	// The bundle directory holds replicas_test.yaml: render must not read it.
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"render", "-policies", "testdata/tests/bundle", "-url", "https://fn.example.com"}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"render", "-p", "testdata/tests/bundle", "--url", "https://fn.example.com"}, &stdout, &stderr); code != 0 {
 		t.Errorf("render: exit %d %s", code, stderr.String())
 	}
 }

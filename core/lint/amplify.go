@@ -36,7 +36,7 @@ var amplifyingArg = map[string]struct {
 // request or params hold, times itself: a 248 KB ConfigMap can make one
 // replace ask for 3.8 GB, at a cost kube-apiserver counts by the receiver
 // alone.
-func checkAmplification(field, expr string, at func(Severity, string, string)) {
+func checkAmplification(field, expr string, at func(rule, field, msg string)) {
 	parsed, errs := celParser.Parse(common.NewTextSource(expr))
 	if len(errs.GetErrors()) > 0 {
 		return // compiling reports it
@@ -53,7 +53,7 @@ func checkAmplification(field, expr string, at func(Severity, string, string)) {
 		if !ok || a.arg >= len(c.Args()) || constant(c.Args()[a.arg]) {
 			continue
 		}
-		at(Warning, field, fmt.Sprintf("%s() with %s taken from the request or params can build a value many times the object's size: admitfn stops any call at %d MiB and charges what it builds beyond its input to the cost budget, which kube-apiserver does not (there it can exhaust the apiserver's memory)",
+		at(AmplifyingCall, field, fmt.Sprintf("%s() with %s taken from the request or params can build a value many times the object's size: admitfn stops any call at %d MiB and charges what it builds beyond its input to the cost budget, which kube-apiserver does not (there it can exhaust the apiserver's memory)",
 			name, a.what, celeval.MaxResultBytes>>20))
 	}
 }

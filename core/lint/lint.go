@@ -27,8 +27,46 @@ const (
 	Warning Severity = "warning" // it works, differently than one may think
 )
 
+// Rule is one kind of finding. Every finding of a rule has its severity.
+type Rule struct {
+	ID       string
+	Severity Severity
+	Summary  string
+}
+
+// Rules are the kinds of finding lint makes, for tools that list them (a
+// SARIF log names them).
+var Rules = []Rule{
+	{TypeCheck, Error, "An expression does not type-check against the schema of a kind its policy matches, as kube-apiserver reports in status.typeChecking."},
+	{AmplifyingCall, Warning, "A call builds a value many times what it is given from the request or params."},
+	{NoAuthorizer, Warning, "An expression uses the authorizer, which a function does not have."},
+	{NamespaceObject, Warning, "An expression reads namespaceObject beyond metadata.name, which a function is not sent."},
+	{UncheckedRule, Warning, "A rule matches kinds whose schemas are unknown here (wildcards, custom resources), so its expressions are not type-checked."},
+	{WebhookGroups, Warning, "The bindings make many webhook groups, each a call of its own."},
+}
+
+// The rule IDs.
+const (
+	TypeCheck       = "type-check"
+	AmplifyingCall  = "amplifying-call"
+	NoAuthorizer    = "no-authorizer"
+	NamespaceObject = "namespace-object"
+	UncheckedRule   = "unchecked-rule"
+	WebhookGroups   = "webhook-groups"
+)
+
+func severity(rule string) Severity {
+	for _, r := range Rules {
+		if r.ID == rule {
+			return r.Severity
+		}
+	}
+	panic("lint: unknown rule " + rule)
+}
+
 // Finding is one problem, located in the bundle.
 type Finding struct {
+	Rule     string
 	Severity Severity
 	Origin   policy.Origin
 	Object   string // "ValidatingAdmissionPolicy replicas.example.com"
@@ -57,11 +95,11 @@ func Set(b *policy.Set) []Finding {
 	tc := &validating.TypeChecker{SchemaResolver: &builtins{scheme: scheme.Scheme, cache: map[schema.GroupVersionKind]*spec.Schema{}}, RestMapper: mapper}
 	var out []Finding
 	for _, p := range b.Policies {
-		at := func(sev Severity, field, msg string) {
-			out = append(out, Finding{sev, b.Origin("ValidatingAdmissionPolicy", p.Name), "ValidatingAdmissionPolicy " + p.Name, field, msg})
+		at := func(rule, field, msg string) {
+			out = append(out, Finding{rule, severity(rule), b.Origin("ValidatingAdmissionPolicy", p.Name), "ValidatingAdmissionPolicy " + p.Name, field, msg})
 		}
 		for _, w := range tc.Check(p) {
-			at(Error, w.FieldRef, strings.TrimSpace(w.Warning))
+			at(TypeCheck, w.FieldRef, strings.TrimSpace(w.Warning))
 		}
 		checkRules(p.Spec.MatchConstraints, mapper, at)
 		for _, e := range validatingExpressions(p) {
@@ -69,15 +107,15 @@ func Set(b *policy.Set) []Finding {
 		}
 	}
 	for _, p := range b.MutatingPolicies {
-		at := func(sev Severity, field, msg string) {
-			out = append(out, Finding{sev, b.Origin("MutatingAdmissionPolicy", p.Name), "MutatingAdmissionPolicy " + p.Name, field, msg})
+		at := func(rule, field, msg string) {
+			out = append(out, Finding{rule, severity(rule), b.Origin("MutatingAdmissionPolicy", p.Name), "MutatingAdmissionPolicy " + p.Name, field, msg})
 		}
 		for _, e := range mutatingExpressions(p) {
 			checkExpression(e.field, e.expression, at)
 		}
 	}
 	if n := len(b.Groups()) + len(b.MutatingGroups()); n > MaxGroups {
-		out = append(out, Finding{Severity: Warning, Object: "bundle", Message: fmt.Sprintf(
+		out = append(out, Finding{Rule: WebhookGroups, Severity: Warning, Object: "bundle", Message: fmt.Sprintf(
 			"the bindings' selectors, failure policies and reinvocation policies make %d webhook groups: kube-apiserver calls the function once per matching group; bindings that share selectors share a group", n)})
 	}
 	return out
@@ -133,15 +171,15 @@ var (
 
 // checkExpression warns about variables that a function has only in part,
 // and about calls that can build far more than they are given.
-func checkExpression(field, expr string, at func(Severity, string, string)) {
+func checkExpression(field, expr string, at func(rule, field, msg string)) {
 	checkAmplification(field, expr, at)
 	if authorizerRef.MatchString(expr) {
-		at(Warning, field, "admitfn has no authorizer (kube-apiserver authorizes, the function cannot): every authorizer check fails, and the failure policy decides")
+		at(NoAuthorizer, field, "admitfn has no authorizer (kube-apiserver authorizes, the function cannot): every authorizer check fails, and the failure policy decides")
 	}
 	for _, m := range namespaceRef.FindAllStringSubmatch(expr, -1) {
 		path := strings.ReplaceAll(m[1], "?", "")
 		if !strings.HasPrefix(path, ".metadata.name") {
-			at(Warning, field, fmt.Sprintf("namespaceObject%s: a function is not sent the namespace, so namespaceObject holds only metadata.name; select on namespace labels with the binding's namespaceSelector", m[1]))
+			at(NamespaceObject, field, fmt.Sprintf("namespaceObject%s: a function is not sent the namespace, so namespaceObject holds only metadata.name; select on namespace labels with the binding's namespaceSelector", m[1]))
 		}
 	}
 }
@@ -149,14 +187,14 @@ func checkExpression(field, expr string, at func(Severity, string, string)) {
 // checkRules warns about rules the type checker cannot use: wildcards, and
 // resources that are not built in (custom resources: their schemas live in
 // the cluster).
-func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapper, at func(Severity, string, string)) {
+func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapper, at func(rule, field, msg string)) {
 	if mr == nil {
 		return
 	}
 	for i, r := range mr.ResourceRules {
 		field := fmt.Sprintf("spec.matchConstraints.resourceRules[%d]", i)
 		if wild(r.APIGroups) || wild(r.APIVersions) || wild(r.Resources) {
-			at(Warning, field, "wildcards: the expressions are not type-checked for the kinds this rule matches")
+			at(UncheckedRule, field, "wildcards: the expressions are not type-checked for the kinds this rule matches")
 			continue
 		}
 		for _, g := range r.APIGroups {
@@ -167,7 +205,7 @@ func checkRules(mr *admissionregistrationv1.MatchResources, mapper meta.RESTMapp
 					}
 					gvr := schema.GroupVersionResource{Group: g, Version: v, Resource: res}
 					if _, err := mapper.KindFor(gvr); err != nil {
-						at(Warning, field, fmt.Sprintf("%s is not a built-in resource: the expressions are not type-checked against it", gvr))
+						at(UncheckedRule, field, fmt.Sprintf("%s is not a built-in resource: the expressions are not type-checked against it", gvr))
 					}
 				}
 			}

@@ -138,7 +138,7 @@ func TestLibraryIsClean(t *testing.T) {
 
 func TestAmplificationWarnings(t *testing.T) {
 	var got []string
-	at := func(sev Severity, field, msg string) { got = append(got, string(sev)+" "+field+": "+msg) }
+	at := func(rule, field, msg string) { got = append(got, rule+" "+field+": "+msg) }
 	for _, expr := range []string{
 		"object.metadata.annotations['t'].replace('${V}', object.metadata.annotations['v']).size() < 10",
 		"object.spec.items.join(params.sep) != ''",
@@ -155,10 +155,10 @@ func TestAmplificationWarnings(t *testing.T) {
 	}
 	tail := " can build a value many times the object's size: admitfn stops any call at 7 MiB and charges what it builds beyond its input to the cost budget, which kube-apiserver does not (there it can exhaust the apiserver's memory)"
 	want := []string{
-		"warning f: replace() with a replacement taken from the request or params" + tail,
-		"warning f: join() with a separator taken from the request or params" + tail,
-		"warning f: format() with arguments taken from the request or params" + tail,
-		"warning f: lists.range() with a length taken from the request or params" + tail,
+		"amplifying-call f: replace() with a replacement taken from the request or params" + tail,
+		"amplifying-call f: join() with a separator taken from the request or params" + tail,
+		"amplifying-call f: format() with arguments taken from the request or params" + tail,
+		"amplifying-call f: lists.range() with a length taken from the request or params" + tail,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -426,6 +426,57 @@ func splitDocuments(data []byte) ([][]byte, error) {
 	}
 }
 
+// DocumentLine is the line (1-based) where document n (1-based, counted as
+// Origin counts them) of a bundle file starts: its first line that is not
+// blank, a comment or a separator. It is 0 when the file has no document n.
+func DocumentLine(data []byte, n int) int {
+	starts := documentLines(data)
+	if n < 1 || n > len(starts) {
+		return 0
+	}
+	return starts[n-1]
+}
+
+// documentLines splits data into documents exactly as splitDocuments does
+// (apimachinery's YAMLReader, then its filter) and returns where each one
+// starts.
+func documentLines(data []byte) []int {
+	var starts []int
+	var doc []byte
+	first := 0 // the first content line of doc
+	flush := func() {
+		if isEmptyDocument(doc) && len(starts) == 0 && len(bytes.TrimSpace(doc)) == 0 {
+			return
+		}
+		starts = append(starts, first)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for i, line := range lines {
+		if len(line) == 0 {
+			continue
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
+			if t := bytes.TrimSpace(rest); len(t) == 0 || t[0] == '#' {
+				if len(doc) != 0 {
+					flush()
+					doc, first = nil, 0
+					continue // the reader drops a separator that ends a document
+				}
+			}
+		}
+		doc = append(doc, line...)
+		if first == 0 {
+			if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+				first = i + 1
+			}
+		}
+	}
+	if len(doc) != 0 {
+		flush()
+	}
+	return starts
+}
+
 func isEmptyDocument(doc []byte) bool {
 	for _, line := range bytes.Split(doc, []byte("\n")) {
 		line = bytes.TrimSpace(line)

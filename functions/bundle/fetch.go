@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -141,7 +142,7 @@ func (f *Fetcher) current(m *Manifest) error {
 		now = f.Now
 	}
 	if !m.Expires.IsZero() && !now().Before(m.Expires) {
-		return fmt.Errorf("%w: expired at %s (re-sign it with admitfn push -resign)", ErrExpired, m.Expires.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: expired at %s (re-sign it with admitfn push --resign)", ErrExpired, m.Expires.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -232,6 +233,9 @@ type PublishOptions struct {
 	// Expiry is how long a manifest published to a bucket stays valid
 	// (DefaultExpiry when zero). Manifests in directories do not expire.
 	Expiry time.Duration
+	// Uploaded, when set, is called after each object is stored, one call
+	// at a time.
+	Uploaded func(ManifestObject)
 }
 
 func (o PublishOptions) now() time.Time {
@@ -283,6 +287,7 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	m.Objects = make([]ManifestObject, len(sources))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelism)
+	var progress sync.Mutex
 	for i, s := range sources {
 		if !bundleKey(s.Name) {
 			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
@@ -294,6 +299,11 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			}
 			sum := sha256.Sum256(s.Data)
 			m.Objects[i] = ManifestObject{Key: s.Name, Size: int64(len(s.Data)), SHA256: hex.EncodeToString(sum[:]), Version: obj.Version}
+			if opts.Uploaded != nil {
+				progress.Lock()
+				defer progress.Unlock()
+				opts.Uploaded(m.Objects[i])
+			}
 			return nil
 		})
 	}

@@ -60,7 +60,7 @@ func TestManifestNamesItsLocationSerialAndExpiry(t *testing.T) {
 		t.Fatalf("before expiry: %+v %v", snap, err)
 	}
 	_, err = fetchAt(prod, key, t0.Add(time.Hour))
-	if !errors.Is(err, bundle.ErrExpired) || err.Error() != ".admitfn/manifest.json: bundle manifest has expired: expired at 2026-11-22T11:00:00Z (re-sign it with admitfn push -resign)" {
+	if !errors.Is(err, bundle.ErrExpired) || err.Error() != ".admitfn/manifest.json: bundle manifest has expired: expired at 2026-11-22T11:00:00Z (re-sign it with admitfn push --resign)" {
 		t.Fatalf("at expiry: %v", err)
 	}
 	// The same manifest read at another location: a copy to another prefix

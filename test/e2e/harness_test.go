@@ -626,7 +626,7 @@ type rendered struct {
 // configurations, named name.
 func (c *cluster) render(t *testing.T, bundleDir, url, name string, extra ...string) rendered {
 	t.Helper()
-	args := append([]string{"render", "-policies", bundleDir, "-url", url, "-ca-bundle", filepath.Join(c.dir, "ca.crt"), "-name", name, "-o", "json"}, extra...)
+	args := append([]string{"render", "-p", bundleDir, "--url", url, "--ca-bundle", filepath.Join(c.dir, "ca.crt"), "--name", name, "-o", "json"}, extra...)
 	out, err := exec.Command(c.cliBin, args...).Output()
 	if err != nil {
 		var ee *exec.ExitError

@@ -368,7 +368,7 @@ func TestRejectsWhatKubeAPIServerRejects(t *testing.T) {
 				del()
 			}
 			dir := writeBundle(t, map[string]string{"bundle.yaml": tc.bundle})
-			out, renderErr := exec.Command(kube.cliBin, "render", "-policies", dir, "-url", "https://127.0.0.1:1").CombinedOutput()
+			out, renderErr := exec.Command(kube.cliBin, "render", "-p", dir, "--url", "https://127.0.0.1:1").CombinedOutput()
 			switch {
 			case tc.valid && (nativeErr != nil || renderErr != nil):
 				t.Errorf("valid bundle refused: native %v; admitfn %v: %s", nativeErr, renderErr, out)

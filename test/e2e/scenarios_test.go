@@ -334,7 +334,7 @@ spec:
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [services]}]}
   validations: [{expression: "true"}]
 ` + binding("hang-fail", "hang-fail.e2e.admitfn.io", "[Deny]", "  matchResources: {objectSelector: {matchLabels: {e2e: hang}}}\n") + binding("hang-ignore", "hang-ignore.e2e.admitfn.io", "[Deny]", "  matchResources: {objectSelector: {matchLabels: {e2e: hang}}}\n")})
-	cfg := kube.render(t, dir, "https://"+l.Addr().String(), name, "-timeout", "2")
+	cfg := kube.render(t, dir, "https://"+l.Addr().String(), name, "--timeout", "2")
 	kube.install(t, cfg.validating)
 	namespace(t, "e2e-hang", nil)
 	cs, w := kube.client(t)

@@ -429,7 +429,7 @@ func (r *Reloader) Ready() (bool, string) {
 	}
 	if !s.Expires.IsZero() && !r.cfg.Now().Before(s.Expires) {
 		// It keeps serving: refusing it would leave no bundle at all.
-		fmt.Fprintf(&b, "\nthe bundle's manifest expired at %s: publish or re-sign it (admitfn push -resign)", s.Expires.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "\nthe bundle's manifest expired at %s: publish or re-sign it (admitfn push --resign)", s.Expires.UTC().Format(time.RFC3339))
 	}
 	if s.LastError != nil {
 		fmt.Fprintf(&b, "\nlast check failed (%d in a row, at %s): %v", s.Failures, s.LastCheck.UTC().Format(time.RFC3339), s.LastError)

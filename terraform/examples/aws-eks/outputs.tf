@@ -4,7 +4,7 @@ output "function_url" {
 }
 
 output "policies_location" {
-  description = "Publish new bundles here with `admitfn push -to`."
+  description = "Publish new bundles here with `admitfn push --to`."
   value       = module.admitfn.policies_location
 }
 

@@ -31,7 +31,7 @@ variable "source_zip" {
 }
 
 variable "webhooks_json" {
-  description = "`admitfn render -policies <policies_dir> -url https://admitfn.invalid -o json` saved to a file."
+  description = "`admitfn render -p <policies_dir> --url https://admitfn.invalid -o json` saved to a file."
   type        = string
   default     = "webhooks.json"
 }

@@ -152,7 +152,7 @@ variable "refresh_interval" {
 }
 
 variable "bundle_public_key" {
-  description = "PEM ed25519 public key (from `admitfn keygen`): only bundles signed with its private key load. Bundles this module uploads are unsigned, so set it only when bundles are pushed with `admitfn push -sign-key` instead."
+  description = "PEM ed25519 public key (from `admitfn keygen`): only bundles signed with its private key load. Bundles this module uploads are unsigned, so set it only when bundles are pushed with `admitfn push --sign-key` instead."
   type        = string
   default     = null
 }

@@ -1,5 +1,5 @@
 output "webhook_base_url" {
-  description = "Base URL of the webhooks, path token included: pass it to the webhook module (or `admitfn render -url`). Secret: whoever has it can call the function."
+  description = "Base URL of the webhooks, path token included: pass it to the webhook module (or `admitfn render --url`). Secret: whoever has it can call the function."
   value       = "${trimsuffix(google_cloudfunctions2_function.this.url, "/")}/${local.active_token}"
   sensitive   = true
 }
@@ -20,7 +20,7 @@ output "service_account" {
 }
 
 output "policies_location" {
-  description = "Where the function reads its bundle (ADMITFN_POLICIES): `admitfn push -to` this to publish without Terraform."
+  description = "Where the function reads its bundle (ADMITFN_POLICIES): `admitfn push --to` this to publish without Terraform."
   value       = local.location
 }
 

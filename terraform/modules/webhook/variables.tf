@@ -3,7 +3,7 @@
 # render emits is declared here, and everything required here is emitted, so
 # the two cannot drift apart.
 variable "configurations" {
-  description = "The webhook configurations of the bundle: jsondecode(file(...)) of `admitfn render -policies DIR -url https://admitfn.invalid -o json` (the URL is replaced by base_url)."
+  description = "The webhook configurations of the bundle: jsondecode(file(...)) of `admitfn render -p DIR --url https://admitfn.invalid -o json` (the URL is replaced by base_url)."
   type = object({
     apiVersion = string
     kind       = string

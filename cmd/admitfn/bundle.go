@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+)
+
+// Every command names a bundle the same way: -p/--policies with a
+// directory, one YAML or JSON file, or - for standard input.
+const policiesUsage = "policy bundle: a directory, a YAML or JSON file, or - for standard input"
+
+// maxStdinBundle bounds a bundle read from standard input.
+const maxStdinBundle = 64 << 20
+
+func policiesFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVarP(p, "policies", "p", "", policiesUsage)
+	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
+}
+
+// bundleName is how messages name the bundle at path.
+func bundleName(path string) string {
+	if path == "-" {
+		return "standard input"
+	}
+	return path
+}
+
+// readBundle reads the files of the bundle at path, as the functions read a
+// directory: .yaml, .yml and .json files, test files and hidden files left out.
+func (c *cli) readBundle(path string) ([]policy.Source, error) {
+	switch path {
+	case "":
+		return nil, usagef("name the bundle with -p/--policies: a directory, a YAML or JSON file, or - for standard input")
+	case "-":
+		if c.stdinTaken {
+			return nil, usagef("standard input (-) can be read only once")
+		}
+		c.stdinTaken = true
+		data, err := io.ReadAll(io.LimitReader(c.in, maxStdinBundle+1))
+		if err != nil {
+			return nil, fmt.Errorf("read the bundle from standard input: %w", err)
+		}
+		if len(data) > maxStdinBundle {
+			return nil, fmt.Errorf("the bundle on standard input is larger than %d MiB", maxStdinBundle>>20)
+		}
+		return []policy.Source{{Name: "stdin.yaml", Data: data}}, nil
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("bundle %s: no such file or directory", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		name := filepath.Base(path)
+		switch {
+		case policy.IsTestFile(name):
+			return nil, fmt.Errorf("bundle %s: a test file, not a bundle (run it with admitfn test %s)", path, path)
+		case !policy.IsBundleFile(name):
+			return nil, fmt.Errorf("bundle %s: not a .yaml, .yml or .json file", path)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return []policy.Source{{Name: name, Data: data}}, nil
+	}
+	sources, err := policy.ReadFS(os.DirFS(path), ".")
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", path, err)
+	}
+	return sources, nil
+}
+
+// loadBundle reads, parses and compiles the bundle at path, as a function
+// would load it.
+func (c *cli) loadBundle(path string) (*engine.Engine, *policy.Set, []policy.Source, error) {
+	sources, err := c.readBundle(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := policy.Parse(sources)
+	if err != nil {
+		return nil, nil, sources, fmt.Errorf("%s: %w", bundleName(path), err)
+	}
+	eng, err := engine.New(b, celeval.NewCompiler())
+	if err != nil {
+		return nil, b, sources, fmt.Errorf("%s: %w", bundleName(path), err)
+	}
+	return eng, b, sources, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
