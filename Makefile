@@ -25,6 +25,9 @@ VERSITYGW_VERSION      := v1.8.0
 FAKE_GCS_VERSION       := v1.56.1
 VERSITYGW              ?= $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-gcs-server
+# The SBOM generator of make release (CycloneDX), installed once per version.
+CYCLONEDX_VERSION := v1.10.0
+CYCLONEDX_GOMOD   ?= $(TOOLS_DIR)/cyclonedx-gomod-$(CYCLONEDX_VERSION)/cyclonedx-gomod
 STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -43,12 +46,12 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
+.PHONY: release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
-test: lint tf-check test-bin unit fuzz-short policy-test e2e ## everything CI runs
+test: lint tf-check test-bin unit fuzz-short policy-test release-check e2e ## everything CI runs
 
 unit: store-deps test-bin ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
 	$(STORE_ENV) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
@@ -104,6 +107,30 @@ fmt:
 
 build: ## static binaries in bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ ./cmd/admitfn ./functions/server
+
+VERSION  ?=
+SIGN_KEY ?=
+release: $(CYCLONEDX_GOMOD) ## dist/release/ for VERSION=v0.1.0: CLI archives, Lambda zips, Cloud Functions source, server OCI image, SBOMs, SHA256SUMS (signed with SIGN_KEY=file)
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.1.0 [SIGN_KEY=release.key]"; exit 2; }
+	$(GO) run ./hack/release -version $(VERSION) -out dist/release -cyclonedx-gomod $(CYCLONEDX_GOMOD) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
+
+RELEASE_CHECK := dist/release-check
+release-check: $(CYCLONEDX_GOMOD) release-deps ## the CI variant of make release (linux/amd64), built twice and compared byte for byte, then unpacked and run
+	rm -rf $(RELEASE_CHECK) && mkdir -p $(RELEASE_CHECK)
+	$(GO) run ./cmd/admitfn keygen --out $(RELEASE_CHECK)/release.key
+	for run in a b; do \
+		$(GO) run ./hack/release -quick -version v0.0.0-ci -out $(RELEASE_CHECK)/$$run -cyclonedx-gomod $(CYCLONEDX_GOMOD) -sign-key $(RELEASE_CHECK)/release.key || exit 1; \
+	done
+	diff -r $(RELEASE_CHECK)/a $(RELEASE_CHECK)/b && echo "release-check: two builds are byte-identical"
+	ADMITFN_RELEASE_TESTS=required ADMITFN_RELEASE_DIR=$(CURDIR)/$(RELEASE_CHECK)/a ADMITFN_RELEASE_KEY=$(CURDIR)/$(RELEASE_CHECK)/release.key.pub \
+		$(GO) test -count=1 -run TestReleaseArtifacts ./hack/release
+
+release-deps: ## skopeo, which reads the OCI image in release-check
+	@command -v skopeo >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y skopeo; }
+
+$(CYCLONEDX_GOMOD):
+	@echo "release: installing cyclonedx-gomod $(CYCLONEDX_VERSION), the SBOM generator (first run only)"
+	GOBIN=$(dir $@) timeout $(BUILD_TIMEOUT) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
 
 lambda: ## dist/lambda/admitfn-{arm64,amd64}.zip: a static, reproducible bootstrap for provided.al2023
 	$(GO) run ./hack/lambdazip -dir dist/lambda arm64 amd64

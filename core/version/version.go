@@ -26,14 +26,31 @@ type Info struct {
 	Go string
 }
 
+// A release build stamps its version and revision here (make release:
+// -ldflags -X), since it is built with -buildvcs=false to be reproducible
+// and from a checkout, whose module version is always (devel).
+var (
+	release         string
+	releaseRevision string
+)
+
 // Get reads the build's information.
 func Get() Info {
 	info := Info{Version: "(devel)", Go: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return info
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		info = fromBuild(bi, info)
 	}
-	return fromBuild(bi, info)
+	return stamped(info, release, releaseRevision)
+}
+
+func stamped(info Info, version, revision string) Info {
+	if version != "" {
+		info.Version = version
+	}
+	if revision != "" {
+		info.Revision = revision
+	}
+	return info
 }
 
 func fromBuild(bi *debug.BuildInfo, info Info) Info {

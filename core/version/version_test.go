@@ -26,3 +26,15 @@ func TestFromBuild(t *testing.T) {
 		t.Errorf("String() of an unstamped build = %q", s)
 	}
 }
+
+// A release's -X stamp wins over what the build recorded.
+func TestStamped(t *testing.T) {
+	built := Info{Version: "(devel)", Revision: "abc", Kubernetes: "v1.37.2", Go: "go1.26.8"}
+	if got := stamped(built, "", ""); got != built {
+		t.Errorf("unstamped: %+v", got)
+	}
+	want := Info{Version: "v0.1.0", Revision: "0123", Kubernetes: "v1.37.2", Go: "go1.26.8"}
+	if got := stamped(built, "v0.1.0", "0123"); got != want {
+		t.Errorf("stamped: %+v, want %+v", got, want)
+	}
+}

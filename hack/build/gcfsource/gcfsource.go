@@ -42,6 +42,12 @@ import _ "github.com/admitfn/admitfn/functions/gcf"
 // Write stages the source from the module at repo with the bundle in
 // policies and writes the zip to w.
 func Write(ctx context.Context, repo, policies string, w io.Writer) error {
+	return WriteWith(ctx, repo, policies, w, nil)
+}
+
+// WriteWith is Write with extra files (slash-separated path: content)
+// added to the source: a release's licence, notices and version stamp.
+func WriteWith(ctx context.Context, repo, policies string, w io.Writer, extra map[string][]byte) error {
 	stage, err := os.MkdirTemp("", "admitfn-gcf-")
 	if err != nil {
 		return err
@@ -49,6 +55,15 @@ func Write(ctx context.Context, repo, policies string, w io.Writer) error {
 	defer os.RemoveAll(stage)
 	if err := Stage(ctx, repo, policies, stage); err != nil {
 		return err
+	}
+	for name, data := range extra {
+		p := filepath.Join(stage, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
 	}
 	return zipDir(stage, w)
 }

@@ -27,7 +27,16 @@ var Flags = []string{"-tags", "lambda.norpc,admitfn_nogcs", "-trimpath", "-build
 
 // Build compiles pkg for linux/goarch with Flags into binary.
 func Build(ctx context.Context, pkg, goarch, binary string) error {
+	return BuildWith(ctx, pkg, goarch, binary, "")
+}
+
+// BuildWith is Build with ldflags in place of Flags' (a release stamps its
+// version with -X).
+func BuildWith(ctx context.Context, pkg, goarch, binary, ldflags string) error {
 	args := append([]string{"build"}, Flags...)
+	if ldflags != "" {
+		args[len(args)-1] = ldflags
+	}
 	args = append(args, "-o", binary, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=")
