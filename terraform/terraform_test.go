@@ -203,6 +203,7 @@ func functions(baseDir string) map[string]function.Function {
 	}
 	return map[string]function.Function{
 		"alltrue":    alltrue,
+		"coalesce":   stdlib.CoalesceFunc,
 		"can":        tryfunc.CanFunc,
 		"contains":   stdlib.ContainsFunc,
 		"endswith":   strFn(strings.HasSuffix),
@@ -446,6 +447,12 @@ func TestVariableValidations(t *testing.T) {
 		{"aws webhook timeout over 30", "modules/aws-lambda", with(lambda, "webhook_timeout_seconds", num(31)), "webhook_timeout_seconds"},
 		{"aws no policy files", "modules/aws-lambda", with(lambda, "policies_dir", str(noPolicies)), "policies_dir"},
 		{"aws not a zip", "modules/aws-lambda", with(lambda, "lambda_zip", str("dist/lambda/bootstrap")), "lambda_zip"},
+		{"aws package from S3", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_bucket", str("releases"), "s3_key", str("admitfn-lambda_v0.1.0_arm64.zip")), ""},
+		{"aws package from S3, versioned", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_bucket", str("releases"), "s3_key", str("admitfn-lambda_v0.1.0_arm64.zip"), "s3_object_version", str("3HL4kqtJlcpXroDTDmJ")), ""},
+		{"aws package both ways", "modules/aws-lambda", with(lambda, "s3_bucket", str("releases"), "s3_key", str("admitfn-lambda_v0.1.0_arm64.zip")), "lambda_zip"},
+		{"aws no package", "modules/aws-lambda", with(lambda, "lambda_zip", null), "lambda_zip"},
+		{"aws S3 key without a bucket", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_key", str("admitfn-lambda_v0.1.0_arm64.zip")), "lambda_zip"},
+		{"aws S3 key not a zip", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_bucket", str("releases"), "s3_key", str("bootstrap")), "s3_key"},
 		{"aws amd64 spelled the Go way", "modules/aws-lambda", with(lambda, "architecture", str("amd64")), "architecture"},
 		{"aws zero concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(0)), "reserved_concurrency"},
 		{"aws reserved concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(50)), ""},
@@ -468,6 +475,12 @@ func TestVariableValidations(t *testing.T) {
 		{"gcp more warm instances than the maximum", "modules/gcp-function", with(gcf, "min_instances", num(5), "max_instances", num(2)), "min_instances"},
 		{"gcp bad ingress", "modules/gcp-function", with(gcf, "ingress", str("PUBLIC")), "ingress"},
 		{"gcp no policy files", "modules/gcp-function", with(gcf, "policies_dir", str(noPolicies)), "policies_dir"},
+		{"gcp source from GCS", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("admitfn-gcf-source_v0.1.0.zip")), ""},
+		{"gcp source from GCS, pinned", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("admitfn-gcf-source_v0.1.0.zip"), "source_generation", num(1700000000000000)), ""},
+		{"gcp source both ways", "modules/gcp-function", with(gcf, "source_bucket", str("releases"), "source_object", str("admitfn-gcf-source_v0.1.0.zip")), "source_zip"},
+		{"gcp no source", "modules/gcp-function", with(gcf, "source_zip", null), "source_zip"},
+		{"gcp source object without a bucket", "modules/gcp-function", with(gcf, "source_zip", null, "source_object", str("admitfn-gcf-source_v0.1.0.zip")), "source_zip"},
+		{"gcp source object not a zip", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("source.tar")), "source_object"},
 		{"gcp upper-case name", "modules/gcp-function", with(gcf, "name", str("Admitfn")), "name"},
 		{"gcp bad memory", "modules/gcp-function", with(gcf, "memory", str("lots")), "memory"},
 

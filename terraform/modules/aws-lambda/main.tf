@@ -201,7 +201,10 @@ resource "aws_lambda_function" "this" {
   function_name                  = var.name
   role                           = aws_iam_role.function.arn
   filename                       = var.lambda_zip
-  source_code_hash               = filebase64sha256(var.lambda_zip)
+  source_code_hash               = var.lambda_zip == null ? null : filebase64sha256(var.lambda_zip)
+  s3_bucket                      = var.s3_bucket
+  s3_key                         = var.s3_key
+  s3_object_version              = var.s3_object_version
   handler                        = "bootstrap"
   runtime                        = "provided.al2023"
   architectures                  = [var.architecture]

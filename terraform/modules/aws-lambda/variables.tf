@@ -10,13 +10,37 @@ variable "name" {
 }
 
 variable "lambda_zip" {
-  description = "The deployment package from `make lambda`: dist/lambda/admitfn-arm64.zip (or -amd64 with architecture = \"x86_64\")."
+  description = "The deployment package on this machine: a release's admitfn-lambda_<version>_arm64.zip (_amd64 with architecture = \"x86_64\"), or `make lambda`'s dist/lambda/admitfn-arm64.zip. Set this, or s3_bucket and s3_key."
   type        = string
+  default     = null
 
   validation {
-    condition     = endswith(var.lambda_zip, ".zip")
-    error_message = "lambda_zip must be the .zip that `make lambda` writes, such as dist/lambda/admitfn-arm64.zip."
+    condition     = var.lambda_zip == null ? var.s3_bucket != null && var.s3_key != null : endswith(var.lambda_zip, ".zip") && var.s3_bucket == null && var.s3_key == null
+    error_message = "Give the deployment package one way: lambda_zip, a local .zip (a release's admitfn-lambda_<version>_<arch>.zip or make lambda's), or s3_bucket and s3_key, one in S3."
   }
+}
+
+variable "s3_bucket" {
+  description = "Bucket holding the deployment package (a release's zip, uploaded unchanged), in the function's region; with s3_key, instead of lambda_zip."
+  type        = string
+  default     = null
+}
+
+variable "s3_key" {
+  description = "Key of the deployment package in s3_bucket. A new key redeploys the function: keep the release's file name, which carries its version."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.s3_key == null || endswith(coalesce(var.s3_key, "x"), ".zip")
+    error_message = "s3_key must name a .zip: a release's admitfn-lambda_<version>_<arch>.zip."
+  }
+}
+
+variable "s3_object_version" {
+  description = "Version of the s3_key object in a versioned bucket: a new version redeploys the function under the same key."
+  type        = string
+  default     = null
 }
 
 variable "architecture" {

@@ -102,6 +102,7 @@ resource "google_storage_bucket_object" "manifest" {
 # --- the function's source
 
 resource "google_storage_bucket" "source" {
+  count                       = var.source_zip == null ? 0 : 1
   project                     = var.project
   name                        = "${var.project}-${var.name}-source-${random_id.bucket.hex}"
   location                    = local.bucket_location
@@ -111,7 +112,8 @@ resource "google_storage_bucket" "source" {
 }
 
 resource "google_storage_bucket_object" "source" {
-  bucket = google_storage_bucket.source.name
+  count  = var.source_zip == null ? 0 : 1
+  bucket = google_storage_bucket.source[0].name
   # Named by content, so a new zip redeploys the function.
   name   = "admitfn-source-${filemd5(var.source_zip)}.zip"
   source = var.source_zip
@@ -144,8 +146,9 @@ resource "google_cloudfunctions2_function" "this" {
     entry_point = "Admitfn"
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
-        object = google_storage_bucket_object.source.name
+        bucket     = var.source_zip == null ? var.source_bucket : google_storage_bucket.source[0].name
+        object     = var.source_zip == null ? var.source_object : google_storage_bucket_object.source[0].name
+        generation = var.source_generation
       }
     }
   }

@@ -20,13 +20,37 @@ variable "name" {
 }
 
 variable "source_zip" {
-  description = "The Cloud Functions source from `make gcf`: dist/gcf/admitfn-source.zip."
+  description = "The Cloud Functions source on this machine, uploaded to a bucket the module makes: a release's admitfn-gcf-source_<version>.zip, or `make gcf`'s dist/gcf/admitfn-source.zip. Set this, or source_bucket and source_object."
   type        = string
+  default     = null
 
   validation {
-    condition     = endswith(var.source_zip, ".zip")
-    error_message = "source_zip must be the .zip that `make gcf` writes, dist/gcf/admitfn-source.zip."
+    condition     = var.source_zip == null ? var.source_bucket != null && var.source_object != null : endswith(var.source_zip, ".zip") && var.source_bucket == null && var.source_object == null
+    error_message = "Give the source one way: source_zip, a local .zip (a release's admitfn-gcf-source_<version>.zip or make gcf's), or source_bucket and source_object, one in GCS."
   }
+}
+
+variable "source_bucket" {
+  description = "GCS bucket holding the source zip (a release's, uploaded unchanged); with source_object, instead of source_zip. Cloud Build's service account must be able to read it."
+  type        = string
+  default     = null
+}
+
+variable "source_object" {
+  description = "Name of the source zip in source_bucket. A new name redeploys the function: keep the release's file name, which carries its version."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.source_object == null || endswith(coalesce(var.source_object, "x"), ".zip")
+    error_message = "source_object must name a .zip: a release's admitfn-gcf-source_<version>.zip."
+  }
+}
+
+variable "source_generation" {
+  description = "Generation of source_object, to pin one version of it in a versioned bucket."
+  type        = number
+  default     = null
 }
 
 variable "runtime" {

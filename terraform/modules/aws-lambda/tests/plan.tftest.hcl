@@ -88,3 +88,18 @@ run "zero_concurrency" {
   }
   expect_failures = [var.reserved_concurrency]
 }
+
+run "package_from_s3" {
+  command = plan
+
+  variables {
+    lambda_zip = null
+    s3_bucket  = "releases"
+    s3_key     = "admitfn-lambda_v0.1.0_arm64.zip"
+  }
+
+  assert {
+    condition     = aws_lambda_function.this.s3_bucket == "releases" && aws_lambda_function.this.s3_key == "admitfn-lambda_v0.1.0_arm64.zip" && aws_lambda_function.this.filename == null
+    error_message = "a release's zip in S3 is the function's code"
+  }
+}

@@ -64,3 +64,18 @@ run "old_runtime" {
   }
   expect_failures = [var.runtime]
 }
+
+run "source_from_gcs" {
+  command = plan
+
+  variables {
+    source_zip    = null
+    source_bucket = "releases"
+    source_object = "admitfn-gcf-source_v0.1.0.zip"
+  }
+
+  assert {
+    condition     = length(google_storage_bucket.source) == 0 && google_cloudfunctions2_function.this.build_config[0].source[0].storage_source[0].bucket == "releases" && google_cloudfunctions2_function.this.build_config[0].source[0].storage_source[0].object == "admitfn-gcf-source_v0.1.0.zip"
+    error_message = "a release's source zip in GCS is built as it is, with no bucket of the module's own"
+  }
+}
