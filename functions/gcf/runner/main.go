@@ -4,6 +4,8 @@
 //	PORT             listen port (default 8080)
 //	LOCAL_ONLY=true  listen on 127.0.0.1 only, not on every interface
 //	FUNCTION_TARGET  the function to serve (default Admitfn)
+//
+// --version prints which admitfn it is and exits.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	"github.com/admitfn/admitfn/functions/gcf"
+	_ "github.com/admitfn/admitfn/functions/gcf/runner/internal/versionflag" // before gcf's init
 )
 
 func main() {

@@ -1,0 +1,43 @@
+package versionflag_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/admitfn/admitfn/test/testbin"
+)
+
+var runner string
+
+func TestMain(m *testing.M) {
+	var err error
+	if runner, err = testbin.Get("gcf"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// The runner's --version answers before the function's init loads a bundle: here one
+// that does not exist, which stops the runner without the flag.
+func TestVersionFlag(t *testing.T) {
+	env := append(os.Environ(), "ADMITFN_POLICIES="+t.TempDir()+"/none", "LOCAL_ONLY=true", "PORT=0")
+	cmd := exec.Command(runner, "--version")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if want := "admitfn (devel) (revision unknown, Kubernetes v1.37.2, " + runtime.Version() + ")\n"; err != nil || string(out) != want {
+		t.Errorf("runner --version: %q, %v; want %q", out, err, want)
+	}
+	cmd = exec.Command(runner)
+	cmd.Env = env
+	out, err = cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), `"severity":"CRITICAL","message":"admitfn cannot start: `) {
+		t.Errorf("runner without --version: %v\n%s", err, out)
+	}
+}
