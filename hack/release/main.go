@@ -55,6 +55,7 @@ type release struct {
 	artifacts     []string // file names in out
 	ctx           context.Context
 	signKey       ed25519.PrivateKey
+	license       []byte // LICENSE, which every artifact carries
 }
 
 func main() {
@@ -87,6 +88,9 @@ func (r *release) run(signKey string) error {
 		if r.signKey, err = bundle.ParsePrivateKey(data); err != nil {
 			return fmt.Errorf("%s: %w", signKey, err)
 		}
+	}
+	if r.license, err = os.ReadFile(filepath.Join(r.repo, "LICENSE")); err != nil {
+		return err
 	}
 	r.rev, r.mtime = sourceStamp(r.repo)
 	r.ldflags = fmt.Sprintf("-s -w -buildid= -X %s.release=%s -X %s.releaseRevision=%s", versionPackage, r.version, versionPackage, r.rev)
@@ -186,18 +190,23 @@ func (r *release) noticesFor(artifact string, mods []notices.Module) ([]byte, er
 	return b.Bytes(), nil
 }
 
-func (r *release) binaryNotices(artifact, binary string) ([]byte, error) {
+// binaryAndNotices reads a built binary and renders its notices.
+func (r *release) binaryAndNotices(artifact, binary string) (data, text []byte, err error) {
+	if data, err = os.ReadFile(binary); err != nil {
+		return nil, nil, err
+	}
 	mods, err := notices.FromBinary(binary)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return r.noticesFor(artifact, mods)
+	text, err = r.noticesFor(artifact, mods)
+	return data, text, err
 }
 
 // docs are the files every archive carries beside its binary.
 func (r *release) docs(noticesText []byte) ([]zipfile.Entry, error) {
-	var entries []zipfile.Entry
-	for _, name := range []string{"LICENSE", "README.md", "CHANGELOG.md"} {
+	entries := []zipfile.Entry{{Name: "LICENSE", Mode: 0o644, Data: r.license}}
+	for _, name := range []string{"README.md", "CHANGELOG.md"} {
 		data, err := os.ReadFile(filepath.Join(r.repo, name))
 		if err != nil {
 			return nil, err
@@ -238,11 +247,7 @@ func (r *release) cliArchive(work string, p platform) error {
 	if err := r.build(cliPackage, p, binary); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		return err
-	}
-	text, err := r.binaryNotices(name, binary)
+	data, text, err := r.binaryAndNotices(name, binary)
 	if err != nil {
 		return err
 	}
@@ -288,22 +293,14 @@ func (r *release) lambdaZip(work, arch string) error {
 	if err := lambdabuild.BuildWith(r.ctx, lambdabuild.Package, arch, binary, r.ldflags); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		return err
-	}
-	text, err := r.binaryNotices(name, binary)
-	if err != nil {
-		return err
-	}
-	license, err := os.ReadFile(filepath.Join(r.repo, "LICENSE"))
+	data, text, err := r.binaryAndNotices(name, binary)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
 	if err := zipfile.Write(&buf, []zipfile.Entry{
 		{Name: "bootstrap", Mode: 0o755, Data: data},
-		{Name: "LICENSE", Mode: 0o644, Data: license},
+		{Name: "LICENSE", Mode: 0o644, Data: r.license},
 		{Name: "THIRD_PARTY_NOTICES.md", Mode: 0o644, Data: text},
 	}); err != nil {
 		return err
@@ -325,13 +322,9 @@ func (r *release) gcfSource(work string) error {
 	if err != nil {
 		return err
 	}
-	license, err := os.ReadFile(filepath.Join(r.repo, "LICENSE"))
-	if err != nil {
-		return err
-	}
 	var buf bytes.Buffer
 	extra := map[string][]byte{
-		"LICENSE":                 license,
+		"LICENSE":                 r.license,
 		"THIRD_PARTY_NOTICES.md":  text,
 		"core/version/release.go": []byte(fmt.Sprintf("package version\n\n// Stamped by make release: Cloud Functions builds this source itself.\nfunc init() { release, releaseRevision = %q, %q }\n", r.version, r.rev)),
 	}
@@ -357,11 +350,7 @@ func (r *release) serverImage(work string, platforms []platform) error {
 		if err := r.build(serverPackage, p, binary, "admitfn_fallbackroots"); err != nil {
 			return err
 		}
-		data, err := os.ReadFile(binary)
-		if err != nil {
-			return err
-		}
-		text, err := r.binaryNotices(name, binary)
+		data, text, err := r.binaryAndNotices(name, binary)
 		if err != nil {
 			return err
 		}
@@ -369,11 +358,7 @@ func (r *release) serverImage(work string, platforms []platform) error {
 		if err != nil {
 			return err
 		}
-		license, err := os.ReadFile(filepath.Join(r.repo, "LICENSE"))
-		if err != nil {
-			return err
-		}
-		images = append(images, ociImage{platform: p, binary: data, bundle: bundleFiles, license: license, notices: text})
+		images = append(images, ociImage{platform: p, binary: data, bundle: bundleFiles, license: r.license, notices: text})
 		if p == quickPlatform {
 			if err := r.sbom(name+".tar", "bin", binary); err != nil {
 				return err
