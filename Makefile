@@ -28,7 +28,11 @@ FAKE_GCS_SERVER        ?= $(TOOLS_DIR)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-
 # The SBOM generator of make release (CycloneDX), installed once per version.
 CYCLONEDX_VERSION := v1.10.0
 CYCLONEDX_GOMOD   ?= $(TOOLS_DIR)/cyclonedx-gomod-$(CYCLONEDX_VERSION)/cyclonedx-gomod
-STORE_ENV := ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
+# The validators generated from the wgpolicyk8s.io PolicyReport CRDs, from the
+# npm registry at the versions hack/policyreport/package-lock.json pins.
+POLICYREPORT_HASH      := $(shell cat hack/policyreport/package-lock.json hack/policyreport/validate.mjs | sha256sum | cut -c1-12)
+POLICYREPORT_VALIDATOR ?= $(TOOLS_DIR)/policyreport-schema-$(POLICYREPORT_HASH)
+STORE_ENV := ADMITFN_POLICYREPORT_VALIDATOR=$(POLICYREPORT_VALIDATOR) ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The binaries the tests run (server, CLI, Cloud Functions runner, Lambda
@@ -46,14 +50,14 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
+.PHONY: policyreport-deps release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
 
 test: lint tf-check test-bin unit fuzz-short policy-test release-check e2e ## everything CI runs
 
-unit: store-deps test-bin ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
+unit: store-deps policyreport-deps test-bin ## Go tests, with the race detector (storage tests against versitygw and fake-gcs-server)
 	$(STORE_ENV) $(TEST_ENV) $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
 
 LOAD_PKG ?= ./core/validate
@@ -65,6 +69,14 @@ test-bin: ## the binaries the tests run, into $(TEST_BIN)
 	$(GO) run ./hack/testbin $(TEST_BIN)
 
 store-deps: $(VERSITYGW) $(FAKE_GCS_SERVER)
+
+policyreport-deps: $(POLICYREPORT_VALIDATOR)/node_modules ## the PolicyReport schema validator of the apply tests (Node.js, npm)
+
+$(POLICYREPORT_VALIDATOR)/node_modules:
+	@command -v npm >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y nodejs npm; }
+	mkdir -p $(POLICYREPORT_VALIDATOR)
+	cp hack/policyreport/package.json hack/policyreport/package-lock.json hack/policyreport/validate.mjs $(POLICYREPORT_VALIDATOR)/
+	cd $(POLICYREPORT_VALIDATOR) && timeout $(BUILD_TIMEOUT) npm ci --no-audit --no-fund
 
 $(VERSITYGW):
 	@echo "store-deps: installing versitygw $(VERSITYGW_VERSION), the S3 server of the storage tests (first run only: minutes on 2 CPUs)"

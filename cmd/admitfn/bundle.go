@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,17 +9,22 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 )
 
 // Every command names a bundle the same way: -p/--policies with a
 // directory, one YAML or JSON file, or - for standard input.
-const policiesUsage = "policy bundle: a directory, a YAML or JSON file, or - for standard input"
+const policiesUsage = "policy bundle: a directory, a YAML or JSON file, - for standard input, or s3://bucket/prefix or gs://bucket/prefix"
 
 // maxStdinBundle bounds a bundle read from standard input.
 const maxStdinBundle = 64 << 20
@@ -41,7 +47,7 @@ func bundleName(path string) string {
 func (c *cli) readBundle(path string) ([]policy.Source, error) {
 	switch path {
 	case "":
-		return nil, usagef("name the bundle with -p/--policies: a directory, a YAML or JSON file, or - for standard input")
+		return nil, usagef("name the bundle with -p/--policies: a directory, a YAML or JSON file, - for standard input, or s3://bucket/prefix or gs://bucket/prefix")
 	case "-":
 		if c.stdinTaken {
 			return nil, usagef("standard input (-) can be read only once")
@@ -55,6 +61,9 @@ func (c *cli) readBundle(path string) ([]policy.Source, error) {
 			return nil, fmt.Errorf("the bundle on standard input is larger than %d MiB", maxStdinBundle>>20)
 		}
 		return []policy.Source{{Name: "stdin.yaml", Data: data}}, nil
+	}
+	if strings.Contains(path, "://") {
+		return c.fetchBundle(path)
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -82,6 +91,36 @@ func (c *cli) readBundle(path string) ([]policy.Source, error) {
 		return nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
 	return sources, nil
+}
+
+// fetchBundle reads the bundle published at an s3:// or gs:// location
+// exactly as a function does: the objects its manifest names, each
+// checked against its digest, and the manifest's signature, location and
+// expiry checked against ADMITFN_BUNDLE_PUBLIC_KEY when it is set.
+func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
+	loc, err := store.ParseLocation(path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := bundle.ParsePublicKeys(c.getenv("ADMITFN_BUNDLE_PUBLIC_KEY"))
+	if err != nil {
+		return nil, fmt.Errorf("ADMITFN_BUNDLE_PUBLIC_KEY: %w", err)
+	}
+	opts, err := anystore.OptionsFromEnv(c.getenv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bucket, err := anystore.Open(ctx, loc, opts, false)
+	if err != nil {
+		return nil, withCredentialHint(loc, err)
+	}
+	snap, err := (&bundle.Fetcher{Bucket: bucket, Keys: keys}).Fetch(ctx, "")
+	if err != nil {
+		return nil, withCredentialHint(loc, fmt.Errorf("bundle %s: %w", path, err))
+	}
+	return snap.Sources, nil
 }
 
 // loadBundle reads, parses and compiles the bundle at path, as a function

@@ -16,7 +16,7 @@ func TestCLIReferenceIsTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(doc)
-	for _, cmd := range []string{"", "render", "test", "lint", "push", "keygen", "token", "version", "completion"} {
+	for _, cmd := range []string{"", "render", "test", "lint", "apply", "push", "keygen", "token", "version", "completion"} {
 		title, args := "## admitfn", []string{"--help"}
 		if cmd != "" {
 			title, args = title+" "+cmd, []string{cmd, "--help"}

@@ -48,7 +48,7 @@ func TestFlagsAnywhere(t *testing.T) {
 
 // Every command has --help (and -h) with examples, on stdout, exit 0.
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"render", "test", "lint", "push", "keygen", "token", "version"} {
+	for _, cmd := range []string{"render", "test", "lint", "apply", "push", "keygen", "token", "version"} {
 		for _, flag := range []string{"--help", "-h"} {
 			code, out, errOut := admitfn(cmd, flag)
 			if code != 0 || errOut != "" || !strings.Contains(out, "\nUsage:\n  admitfn "+cmd) || !strings.Contains(out, "\nExamples:\n  ") {
@@ -135,7 +135,7 @@ func TestTestFileErrorsStayInTheirFile(t *testing.T) {
 	dir := t.TempDir()
 	bundle, _ := filepath.Abs("testdata/tests/bundle")
 	os.WriteFile(filepath.Join(dir, "a_test.yaml"), []byte("policies: "+bundle+"\ncases:\n- name: broken\n  expect: {alowed: true}\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "b_test.yaml"), []byte("apiVersion: admitfn.io/v1alpha1\nkind: PolicyTest\npolicies: "+bundle+"\ncases:\n- name: one replica\n  userInfo: {username: alice}\n  object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 1}}\n  expect: {allowed: true, object: {spec: {replicas: 1}}}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b_test.yaml"), []byte("apiVersion: admitfn.io/v1alpha1\nkind: PolicyTest\npolicies: "+bundle+"\ncases:\n- name: one replica\n  userInfo: {username: alice}\n  object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 1}}\n  expect: {allowed: true, auditAnnotations: {replicas.test.admitfn.io_replicas: \"1\"}, object: {spec: {replicas: 1}}}\n"), 0o644)
 	code, out, errOut := admitfn("test", dir)
 	a, b := filepath.Join(dir, "a_test.yaml"), filepath.Join(dir, "b_test.yaml")
 	want := "FAIL " + a + ": the file does not load\n       " + a + ": error unmarshaling JSON: while decoding JSON: json: unknown field \"alowed\"\n" +

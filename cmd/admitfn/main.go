@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,13 +35,14 @@ type cli struct {
 	out    io.Writer
 	err    io.Writer
 	getenv func(string) string
+	now    func() time.Time
 	// stdinTaken is set once a command has read in, which can be read once.
 	stdinTaken bool
 }
 
 // run executes the command line args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	c := &cli{in: os.Stdin, out: stdout, err: stderr, getenv: os.Getenv}
+	c := &cli{in: os.Stdin, out: stdout, err: stderr, getenv: os.Getenv, now: time.Now}
 	return c.run(args)
 }
 
@@ -123,7 +125,10 @@ command line is wrong.`,
 	root.SetErr(c.err)
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.pushCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd())
+	if c.now == nil {
+		c.now = time.Now
+	}
+	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.applyCmd(), c.pushCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd())
 	return root
 }
 
@@ -185,8 +190,10 @@ func (c *cli) colour(w io.Writer) bool {
 		return false
 	}
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return ok && isTerminal(f)
 }
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // paint wraps s in an ANSI colour when on is set.
 func paint(on bool, colour, s string) string {

@@ -90,7 +90,7 @@ func TestRenderErrors(t *testing.T) {
 		inStderr string
 	}{
 		{[]string{"render", "-p", "testdata/small"}, 2, "admitfn render: --url is required: the function's base URL, https://HOST[:PORT][/prefix]\nRun 'admitfn render --help' for usage.\n"},
-		{[]string{"render", "--url", "https://x"}, 2, "admitfn render: name the bundle with -p/--policies: a directory, a YAML or JSON file, or - for standard input\n"},
+		{[]string{"render", "--url", "https://x"}, 2, "admitfn render: name the bundle with -p/--policies: a directory, a YAML or JSON file, - for standard input, or s3://bucket/prefix or gs://bucket/prefix\n"},
 		{[]string{"render", "-p", "testdata/nonexistent", "--url", "https://x"}, 1, "admitfn render: bundle testdata/nonexistent: no such file or directory\n"},
 		{[]string{"render", "-p", "testdata/tests/bundle/replicas_test.yaml", "--url", "https://x"}, 1, "admitfn render: bundle testdata/tests/bundle/replicas_test.yaml: a test file, not a bundle (run it with admitfn test testdata/tests/bundle/replicas_test.yaml)\n"},
 		{[]string{"render", "-p", "main.go", "--url", "https://x"}, 1, "admitfn render: bundle main.go: not a .yaml, .yml or .json file\n"},

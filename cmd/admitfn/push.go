@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/functions/bundle"
@@ -126,7 +125,7 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 	progress := io.Discard
 	if output == "text" {
 		progress = c.out
-	} else if f, ok := c.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	} else if f, ok := c.err.(*os.File); ok && isTerminal(f) {
 		progress = c.err
 	}
 	opts.Uploaded = func(o bundle.ManifestObject) {

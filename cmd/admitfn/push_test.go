@@ -97,6 +97,26 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 		}
 	}
 
+	// Every command reads the published bundle as the function does: with
+	// the right key it is the bundle pushed; with another key it is
+	// refused.
+	pubPEM, _ := os.ReadFile(keyFile + ".pub")
+	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", string(pubPEM))
+	_, local, _ := admitfn("render", "-p", "../../policies/examples", "--url", "https://x")
+	if code, remote, errOut := admitfn("render", "-p", to, "--url", "https://x"); code != 0 || remote != local {
+		t.Errorf("render -p %s: exit %d %s\n%s", to, code, errOut, remote)
+	}
+	if code, out, errOut := admitfn("apply", "-p", to, "-f", "testdata/apply/manifests", "--audit"); code != 0 || !strings.Contains(out, "DENIED Deployment production/api") {
+		t.Errorf("apply -p %s: exit %d %s\n%s", to, code, errOut, out)
+	}
+	otherKey, _ := keys(t)
+	otherPub, _ := os.ReadFile(otherKey + ".pub")
+	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", string(otherPub))
+	if code, out, _ := admitfn("lint", "-p", to); code != 1 || !strings.Contains(out, "signature") {
+		t.Errorf("lint with another key: exit %d\n%s", code, out)
+	}
+	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", "")
+
 	// Re-signing writes the manifest only, with a higher serial, and only
 	// for the bundle published there.
 	code, out, errOut = admitfn("push", "--resign", "--sign-key", keyFile, "--to", to, "-p", "../../policies/examples")

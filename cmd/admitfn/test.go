@@ -386,8 +386,6 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 		}
 		return out, nil
 	}
-	nsLabels := labels.Set(tf.Namespaces[namespaceOf(c)])
-
 	type called struct {
 		g       *policy.Group
 		version int
@@ -395,22 +393,12 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 	version := 0
 	var ifNeeded []called
 	call := func(g *policy.Group) (bool, error) {
-		if g.NamespaceSelector != nil {
-			sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
-			if err != nil {
-				return false, err
-			}
-			if !sel.Matches(nsLabels) {
-				return true, nil
-			}
-		}
-		req, err := request(c, obj)
+		res, sent, err := sendTo(ctx, eng, g, tf.Namespaces, c, obj)
 		if err != nil {
 			return false, err
 		}
-		res, err := eng.Review(ctx, g.Route(), req)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", g.Path(), err)
+		if !sent {
+			return true, nil
 		}
 		out.Warnings = append(out.Warnings, res.Response.Warnings...)
 		for k, v := range res.Response.AuditAnnotations {
@@ -472,6 +460,63 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 		out.Object = obj
 	}
 	return out, nil
+}
+
+// sendTo calls group g's webhook as kube-apiserver would for c with the
+// object as it stands, when the webhook's namespaceSelector matches (sent
+// is false when it does not). declared holds the labels of the namespaces
+// the input declares.
+func sendTo(ctx context.Context, eng *engine.Engine, g *policy.Group, declared map[string]map[string]string, c *testCase, obj map[string]any) (res *engine.Result, sent bool, err error) {
+	if g.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
+		if err != nil {
+			return nil, false, err
+		}
+		if ls, selected := namespaceLabels(c, obj, declared); selected && !sel.Matches(ls) {
+			return nil, false, nil
+		}
+	}
+	req, err := request(c, obj)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err = eng.Review(ctx, g.Route(), req)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", g.Path(), err)
+	}
+	return res, true, nil
+}
+
+// namespaceLabels are the labels a webhook's namespaceSelector is matched
+// against: the object's namespace's (which kube-apiserver always labels
+// kubernetes.io/metadata.name), a Namespace's own, and none for other
+// cluster-scoped objects, which the selector does not select (selected is
+// false).
+func namespaceLabels(c *testCase, obj map[string]any, declared map[string]map[string]string) (ls labels.Set, selected bool) {
+	src := obj
+	if src == nil {
+		src = c.OldObject
+	}
+	name := namespaceOf(c)
+	if kind, _ := src["kind"].(string); kind == "Namespace" && src["apiVersion"] == "v1" {
+		md, _ := src["metadata"].(map[string]any)
+		name, _ = md["name"].(string)
+		ls = labels.Set{}
+		if l, ok := md["labels"].(map[string]any); ok {
+			for k, v := range l {
+				ls[k], _ = v.(string)
+			}
+		}
+	} else if name == "" {
+		return nil, false
+	} else {
+		ls = labels.Set{}
+		for k, v := range declared[name] {
+			ls[k] = v
+		}
+	}
+	ls["kubernetes.io/metadata.name"] = name
+	return ls, true
 }
 
 func namespaceOf(c *testCase) string {

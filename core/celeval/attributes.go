@@ -39,6 +39,9 @@ type Attributes struct {
 	// memos are what policy evaluations remember of their variables
 	// (variables.go); only a validating review has them.
 	memos map[memoKey][]*variableMemo
+	// binding is the binding upstream's dispatcher matched last: the one
+	// the policy's next evaluation is for (validate's report).
+	binding string
 }
 
 // sharedObject is the CEL value of one object, remembered with the object
@@ -162,3 +165,10 @@ func (a *Attributes) Annotations() (keys []string, values map[string]string) {
 // for each policy, params, namespace and object version it was evaluated
 // with. The parity tests read it to know that remembering was exercised.
 func (a *Attributes) Remembered() int { return len(a.memos) }
+
+// SetBinding notes the binding the dispatcher has just matched: it
+// evaluates the binding's policy next, before matching another.
+func (a *Attributes) SetBinding(name string) { a.binding = name }
+
+// Binding is the binding noted last.
+func (a *Attributes) Binding() string { return a.binding }

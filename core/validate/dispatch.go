@@ -46,7 +46,7 @@ type Dispatcher struct {
 // NewDispatcher builds a dispatcher. No authorizer is given: the function
 // has none, and admitfn's activation never exposes one to CEL.
 func NewDispatcher() *Dispatcher {
-	m := generic.NewPolicyMatcher(matching.NewMatcher(celeval.NamespaceLister(), nil))
+	m := bindingNoter{generic.NewPolicyMatcher(matching.NewMatcher(celeval.NamespaceLister(), nil))}
 	return &Dispatcher{
 		upstream: validating.NewDispatcher(nil, m),
 		// An empty scheme: objects arrive already in the version the webhook
@@ -155,7 +155,7 @@ func (t *Trace) Failed() []string { return t.failed }
 
 // tracingValidator notes which policies produced a failed validation or an
 // error, so a review's log line can name them without logging messages
-// (which may quote object contents).
+// (which may quote object contents), and gives a Report each decision.
 type tracingValidator struct {
 	validating.Validator
 	policy string
@@ -163,6 +163,13 @@ type tracingValidator struct {
 
 func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.GroupVersionResource, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, namespace *corev1.Namespace, runtimeCELCostBudget int64, authz authorizer.UnconditionalAuthorizer) validating.ValidateResult {
 	res := v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, authz)
+	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
+		binding := ""
+		if a, ok := versionedAttr.Attributes.(*celeval.Attributes); ok {
+			binding = a.Binding()
+		}
+		r.add(v.policy, binding, res.Decisions)
+	}
 	for _, d := range res.Decisions {
 		if d.Action == validating.ActionDeny || d.Evaluation == validating.EvalError {
 			TraceFailure(ctx, v.policy)
@@ -176,4 +183,51 @@ func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.G
 		}
 	}
 	return res
+}
+
+// bindingNoter tells the review's Attributes which binding upstream's
+// dispatcher matched, so that the evaluation that follows is reported
+// under it.
+type bindingNoter struct{ generic.PolicyMatcher }
+
+func (m bindingNoter) BindingMatches(a admission.Attributes, o admission.ObjectInterfaces, b generic.BindingAccessor) (bool, error) {
+	ok, err := m.PolicyMatcher.BindingMatches(a, o, b)
+	if ok && err == nil {
+		if ca, is := a.(*celeval.Attributes); is {
+			ca.SetBinding(b.GetName())
+		}
+	}
+	return ok, err
+}
+
+type reportKey struct{}
+
+// Report collects every validation decision of a review, for audits
+// (admitfn apply): which policy, under which binding, which validation,
+// and what it decided. Reviews that do not ask for one pay nothing.
+type Report struct{ Evaluations []Evaluation }
+
+// Evaluation is one validation of a policy, evaluated under a binding.
+type Evaluation struct {
+	Policy, Binding string
+	// Index is the validation's index in spec.validations.
+	Index int
+	// Evaluation is admit, deny or error; Action what the failure policy
+	// made of an error (admit when Ignore).
+	Evaluation validating.PolicyDecisionEvaluation
+	Action     validating.PolicyDecisionAction
+	Message    string
+}
+
+// WithReport returns ctx asking reviews to record their decisions into the
+// returned Report. A Report is for one review at a time.
+func WithReport(ctx context.Context) (context.Context, *Report) {
+	r := &Report{}
+	return context.WithValue(ctx, reportKey{}, r), r
+}
+
+func (r *Report) add(policy, binding string, decisions []validating.PolicyDecision) {
+	for i, d := range decisions {
+		r.Evaluations = append(r.Evaluations, Evaluation{Policy: policy, Binding: binding, Index: i, Evaluation: d.Evaluation, Action: d.Action, Message: d.Message})
+	}
 }

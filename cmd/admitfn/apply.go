@@ -1,0 +1,512 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/wI2L/jsondiff"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+
+	"github.com/admitfn/admitfn/core/engine"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/validate"
+)
+
+// applyOptions are admitfn apply's flags.
+type applyOptions struct {
+	policies          string
+	files, oldFiles   []string
+	namespaceLabels   []string
+	namespace         string
+	user              string
+	groups            []string
+	output            string
+	audit, showPatch  bool
+	includeKubeSystem bool
+}
+
+func (c *cli) applyCmd() *cobra.Command {
+	var o applyOptions
+	cmd := &cobra.Command{
+		Use:   "apply -p BUNDLE -f FILE|DIR|- [flags]",
+		Short: "Review manifests against a bundle, as the function would on create or update",
+		Long: `Reviews every resource in the files, directories or standard input named by
+-f (multi-document YAML, JSON, and v1 Lists such as kubectl get -o yaml
+prints) as kube-apiserver would send it to the bundle's webhooks on CREATE,
+or on UPDATE when --old-filename holds its previous version: mutating
+webhooks first, then every validating webhook on the mutated object, each
+when its namespaceSelector matches. Namespace labels come from Namespace
+objects in the input and --namespace-labels; a namespaced resource without
+a namespace is reviewed in --namespace, as kubectl would create it. The
+requests are made as --as (a user) in --as-group.
+
+Prints, per resource, the decision and each validation's result under each
+binding: pass, fail (a Deny or Audit action), warn or error. -o json and
+-o junit print reports, -o policyreport the wgpolicyk8s.io/v1alpha2
+PolicyReports (one per namespace) and ClusterPolicyReport that
+policy-reporter and other Policy WG tools read. Exits 1 when a resource is
+denied, unless --audit.`,
+		Example: `  helm template chart/ | admitfn apply -p policies/ -f -
+  kubectl get deploy,pods -A -o yaml | admitfn apply -p policies/ -f - --audit -o policyreport
+  admitfn apply -p policies/ -f new.yaml --old-filename live.yaml --show-patch
+  admitfn apply -p policies/ -f manifests/ --namespace-labels prod=env=production,tier=web`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.output, "table", "json", "junit", "policyreport"); err != nil {
+				return err
+			}
+			if len(o.files) == 0 {
+				return usagef("name the resources with -f/--filename: a file, a directory, or - for standard input")
+			}
+			return c.apply(o)
+		},
+	}
+	policiesFlag(cmd, &o.policies)
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "resources: a YAML or JSON file, a directory of them, or - for standard input (repeatable)")
+	cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	f.StringArrayVar(&o.oldFiles, "old-filename", nil, "previous versions of the resources: each resource found here by kind, namespace and name is reviewed as an UPDATE from it (repeatable)")
+	f.StringArrayVar(&o.namespaceLabels, "namespace-labels", nil, "labels of a namespace the input does not define, NS=KEY=VALUE[,KEY=VALUE...] (repeatable)")
+	f.StringVarP(&o.namespace, "namespace", "n", "default", "the namespace of namespaced resources that name none")
+	f.StringVar(&o.user, "as", "admitfn-apply", "the username the requests are made as (request.userInfo.username)")
+	f.StringArrayVar(&o.groups, "as-group", []string{"system:authenticated"}, "a group the requests are made as (repeatable)")
+	f.BoolVar(&o.audit, "audit", false, "exit 0 even when resources are denied")
+	f.BoolVar(&o.showPatch, "show-patch", false, "print the JSON Patch the mutating policies make of each resource")
+	f.BoolVar(&o.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	outputFlag(cmd, &o.output, "table", "json", "junit", "policyreport")
+	return cmd
+}
+
+// resourceRef names a reviewed resource and where it was read.
+type resourceRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	UID        string `json:"uid,omitempty"`
+	File       string `json:"file,omitempty"`
+	Line       int    `json:"line,omitempty"`
+}
+
+func (r resourceRef) String() string {
+	s := r.Kind + " "
+	if r.Namespace != "" {
+		s += r.Namespace + "/"
+	}
+	return s + r.Name
+}
+
+// ruleResult is one validation of one policy under one binding.
+type ruleResult struct {
+	Policy     string   `json:"policy"`
+	Binding    string   `json:"binding"`
+	Validation int      `json:"validation"`
+	Result     string   `json:"result"` // pass, fail, warn, error
+	Actions    []string `json:"validationActions,omitempty"`
+	Message    string   `json:"message,omitempty"`
+	Severity   string   `json:"severity,omitempty"`
+}
+
+// Rule is how reports name a result's rule: the binding and the
+// validation's index.
+func (r ruleResult) Rule() string { return fmt.Sprintf("%s/validations[%d]", r.Binding, r.Validation) }
+
+// resourceResult is the review of one resource.
+type resourceResult struct {
+	Resource  resourceRef     `json:"resource"`
+	Operation string          `json:"operation"`
+	Decision  string          `json:"decision"` // allowed, denied, error, skipped
+	Message   string          `json:"message,omitempty"`
+	Code      int32           `json:"code,omitempty"`
+	Warnings  []string        `json:"warnings,omitempty"`
+	Audit     []string        `json:"audit,omitempty"` // audit annotations, key=value
+	Results   []ruleResult    `json:"results,omitempty"`
+	Patch     json.RawMessage `json:"patch,omitempty"`
+}
+
+// Decisions of a resource.
+const (
+	decisionAllowed = "allowed"
+	decisionDenied  = "denied"
+	decisionError   = "error"   // the review itself failed: the webhook's failurePolicy decides
+	decisionSkipped = "skipped" // sent to no webhook (kube-system)
+)
+
+func (c *cli) apply(o applyOptions) error {
+	eng, set, _, err := c.loadBundle(o.policies)
+	if err != nil {
+		return err
+	}
+	declared, err := parseNamespaceLabels(o.namespaceLabels)
+	if err != nil {
+		return err
+	}
+	items, err := c.readAllManifests(o.files, declared)
+	if err != nil {
+		return err
+	}
+	olds := map[string]*unstructured.Unstructured{}
+	if len(o.oldFiles) > 0 {
+		previous, err := c.readAllManifests(o.oldFiles, nil)
+		if err != nil {
+			return err
+		}
+		for _, m := range previous {
+			defaultNamespace(m.obj, o.namespace)
+			olds[identity(m.obj)] = m.obj
+		}
+	}
+	if len(items) == 0 {
+		return fmt.Errorf("no resources in %s", strings.Join(o.files, ", "))
+	}
+
+	results := make([]resourceResult, len(items))
+	var done atomic.Int64
+	stopProgress := c.progress(len(items), &done)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				m := items[i]
+				defaultNamespace(m.obj, o.namespace)
+				results[i] = reviewManifest(context.Background(), eng, set, m, olds[identity(m.obj)], declared, o)
+				done.Add(1)
+			}
+		}()
+	}
+	for i := range items {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	stopProgress()
+
+	switch o.output {
+	case "json":
+		err = writeJSON(c.out, applyReport(results))
+	case "junit":
+		err = writeApplyJUnit(c.out, results)
+	case "policyreport":
+		err = writePolicyReports(c.out, results, c.now())
+	default:
+		c.writeApplyTable(results, o.showPatch)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if (r.Decision == decisionDenied || r.Decision == decisionError) && !o.audit {
+			return errReported
+		}
+	}
+	return nil
+}
+
+// readAllManifests reads every resource of the files; Namespace objects
+// also give their labels to declared (when not nil).
+func (c *cli) readAllManifests(paths []string, declared map[string]map[string]string) ([]manifest, error) {
+	files, err := manifestFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	var items []manifest
+	for _, file := range files {
+		var r io.Reader
+		if file == "-" {
+			if c.stdinTaken {
+				return nil, usagef("standard input (-) can be read only once")
+			}
+			c.stdinTaken = true
+			r = c.in
+		} else {
+			f, err := os.Open(file)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			r = f
+		}
+		err := readManifests(r, file, func(m manifest) error {
+			if declared != nil && m.obj.GetAPIVersion() == "v1" && m.obj.GetKind() == "Namespace" {
+				if _, flagged := declared[m.obj.GetName()]; !flagged {
+					declared[m.obj.GetName()] = m.obj.GetLabels()
+				}
+			}
+			items = append(items, m)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+// parseNamespaceLabels reads NS=KEY=VALUE[,KEY=VALUE...] flags.
+func parseNamespaceLabels(flags []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, f := range flags {
+		ns, rest, ok := strings.Cut(f, "=")
+		if !ok || ns == "" {
+			return nil, usagef("--namespace-labels %q: want NS=KEY=VALUE[,KEY=VALUE...]", f)
+		}
+		if out[ns] == nil {
+			out[ns] = map[string]string{}
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usagef("--namespace-labels %q: want NS=KEY=VALUE[,KEY=VALUE...]", f)
+			}
+			out[ns][k] = v
+		}
+	}
+	return out, nil
+}
+
+// identity keys a resource for --old-filename: group, kind, namespace, name.
+func identity(obj *unstructured.Unstructured) string {
+	gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+	return gv.Group + "/" + obj.GetKind() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// clusterScoped are the built-in kinds without a namespace (Kubernetes
+// v1.37); any other kind is taken to be namespaced.
+var clusterScoped = map[string]bool{
+	"/Namespace": true, "/Node": true, "/PersistentVolume": true, "/ComponentStatus": true,
+	"admissionregistration.k8s.io/MutatingWebhookConfiguration": true, "admissionregistration.k8s.io/ValidatingWebhookConfiguration": true,
+	"admissionregistration.k8s.io/ValidatingAdmissionPolicy": true, "admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": true,
+	"admissionregistration.k8s.io/MutatingAdmissionPolicy": true, "admissionregistration.k8s.io/MutatingAdmissionPolicyBinding": true,
+	"apiextensions.k8s.io/CustomResourceDefinition": true, "apiregistration.k8s.io/APIService": true,
+	"certificates.k8s.io/CertificateSigningRequest": true, "certificates.k8s.io/ClusterTrustBundle": true,
+	"flowcontrol.apiserver.k8s.io/FlowSchema": true, "flowcontrol.apiserver.k8s.io/PriorityLevelConfiguration": true,
+	"networking.k8s.io/IngressClass": true, "networking.k8s.io/IPAddress": true, "networking.k8s.io/ServiceCIDR": true,
+	"node.k8s.io/RuntimeClass": true, "rbac.authorization.k8s.io/ClusterRole": true, "rbac.authorization.k8s.io/ClusterRoleBinding": true,
+	"scheduling.k8s.io/PriorityClass": true, "storage.k8s.io/CSIDriver": true, "storage.k8s.io/CSINode": true,
+	"storage.k8s.io/StorageClass": true, "storage.k8s.io/VolumeAttachment": true, "storage.k8s.io/VolumeAttributesClass": true,
+	"resource.k8s.io/DeviceClass": true, "resource.k8s.io/ResourceSlice": true,
+}
+
+// defaultNamespace puts a namespaced resource that names no namespace in
+// ns, as kube-apiserver does with the namespace of the request's URL.
+func defaultNamespace(obj *unstructured.Unstructured, ns string) {
+	gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+	if obj.GetNamespace() == "" && !clusterScoped[gv.Group+"/"+obj.GetKind()] {
+		obj.SetNamespace(ns)
+	}
+}
+
+// reviewManifest sends m to the bundle's webhooks as kube-apiserver would:
+// each mutating one in order (reinvoked once when IfNeeded), stopping at a
+// denial, then every validating one on the mutated object. It records each
+// validation of each matching binding.
+func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m manifest, old *unstructured.Unstructured, declared map[string]map[string]string, o applyOptions) resourceResult {
+	obj := m.obj.Object
+	ref := resourceRef{APIVersion: m.obj.GetAPIVersion(), Kind: m.obj.GetKind(), Namespace: m.obj.GetNamespace(), Name: m.obj.GetName(), UID: string(m.obj.GetUID()), File: displayFile(m.file), Line: m.line}
+	tc := &testCase{Operation: admissionv1.Create, Object: obj, UserInfo: authenticationv1.UserInfo{Username: o.user, Groups: o.groups}}
+	if old != nil {
+		tc.Operation, tc.OldObject = admissionv1.Update, old.Object
+	}
+	res := resourceResult{Resource: ref, Operation: string(tc.Operation), Decision: decisionAllowed}
+	if ref.Namespace == "kube-system" && !o.includeKubeSystem {
+		res.Decision = decisionSkipped
+		return res
+	}
+	fail := func(err error) resourceResult {
+		res.Decision, res.Message = decisionError, err.Error()
+		return res
+	}
+	answer := func(r *engine.Result) bool {
+		res.Warnings = append(res.Warnings, r.Response.Warnings...)
+		for k, v := range r.Response.AuditAnnotations {
+			res.Audit = append(res.Audit, k+"="+v)
+		}
+		if !r.Response.Allowed && res.Decision == decisionAllowed {
+			res.Decision = decisionDenied
+			if s := r.Response.Result; s != nil {
+				res.Message, res.Code = s.Message, s.Code
+			}
+		}
+		return r.Response.Allowed
+	}
+
+	type called struct {
+		g       *policy.Group
+		version int
+	}
+	version := 0
+	var ifNeeded []called
+	mutateWith := func(g *policy.Group) (bool, error) {
+		r, sent, err := sendTo(ctx, eng, g, declared, tc, obj)
+		if err != nil || !sent {
+			return err == nil, err
+		}
+		if !answer(r) {
+			return false, nil
+		}
+		if len(r.Response.Patch) > 0 {
+			if obj, err = applyPatch(obj, r.Response.Patch); err != nil {
+				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
+			}
+			version++
+		}
+		return true, nil
+	}
+	for _, g := range eng.Groups() {
+		if g.Type != policy.Mutating {
+			continue
+		}
+		ok, err := mutateWith(g)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			return res
+		}
+		if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			ifNeeded = append(ifNeeded, called{g, version})
+		}
+	}
+	for _, cl := range ifNeeded {
+		if version == cl.version {
+			continue
+		}
+		ok, err := mutateWith(cl.g)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			return res
+		}
+	}
+	if version > 0 {
+		ops, err := jsondiff.Compare(m.obj.Object, obj)
+		if err != nil {
+			return fail(fmt.Errorf("the patch of the mutations: %w", err))
+		}
+		if res.Patch, err = json.Marshal(ops); err != nil {
+			return fail(err)
+		}
+	}
+	for _, g := range eng.Groups() {
+		if g.Type != policy.Validating {
+			continue
+		}
+		rctx, report := validate.WithReport(ctx)
+		r, sent, err := sendTo(rctx, eng, g, declared, tc, obj)
+		if err != nil {
+			return fail(err)
+		}
+		if !sent {
+			continue
+		}
+		answer(r)
+		res.Results = append(res.Results, ruleResults(set, report.Evaluations)...)
+	}
+	sort.Strings(res.Audit)
+	return res
+}
+
+// ruleResults turns a review's evaluations into results, by what each
+// binding's validationActions make of a failure.
+func ruleResults(set *policy.Set, evals []validate.Evaluation) []ruleResult {
+	out := make([]ruleResult, 0, len(evals))
+	for _, e := range evals {
+		r := ruleResult{Policy: e.Policy, Binding: e.Binding, Validation: e.Index, Message: e.Message, Severity: severityOf(set, e.Policy)}
+		var actions []admissionregistrationv1.ValidationAction
+		for _, b := range set.Bindings {
+			if b.Name == e.Binding {
+				actions = b.Spec.ValidationActions
+			}
+		}
+		for _, a := range actions {
+			r.Actions = append(r.Actions, string(a))
+		}
+		switch {
+		case e.Evaluation == validating.EvalError:
+			r.Result = "error"
+		case e.Action != validating.ActionDeny:
+			r.Result, r.Message = "pass", ""
+		case hasAction(actions, admissionregistrationv1.Deny) || hasAction(actions, admissionregistrationv1.Audit):
+			r.Result = "fail"
+		default:
+			r.Result = "warn"
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func hasAction(actions []admissionregistrationv1.ValidationAction, a admissionregistrationv1.ValidationAction) bool {
+	for _, x := range actions {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// severityAnnotations name a policy's severity, as Kyverno's policies and
+// the PolicyReport's severity field spell it.
+var severityAnnotations = []string{"admitfn.io/severity", "policies.kyverno.io/severity"}
+
+var severities = regexp.MustCompile(`^(critical|high|medium|low|info)$`)
+
+func severityOf(set *policy.Set, name string) string {
+	for _, p := range set.Policies {
+		if p.Name != name {
+			continue
+		}
+		for _, a := range severityAnnotations {
+			if v := strings.ToLower(p.Annotations[a]); severities.MatchString(v) {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// progress shows, on a terminal's stderr, how many resources are reviewed;
+// the returned func clears the line.
+func (c *cli) progress(total int, done *atomic.Int64) func() {
+	f, ok := c.err.(*os.File)
+	if !ok || !isTerminal(f) {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				fmt.Fprint(f, "\r\x1b[K")
+				return
+			case <-t.C:
+				fmt.Fprintf(f, "\rreviewed %d of %d resources", done.Load(), total)
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}

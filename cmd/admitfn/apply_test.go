@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// applyAt runs the CLI with a fixed clock (the reports' timestamps).
+func applyAt(stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	c := &cli{in: strings.NewReader(stdin), out: &out, err: &errb, getenv: func(string) string { return "" },
+		now: func() time.Time { return time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) }}
+	code = c.run(args)
+	return code, out.String(), errb.String()
+}
+
+// Every output of apply on the example bundle and a directory of
+// manifests (multi-document YAML, a JSON List, a Namespace with labels,
+// one namespace labelled by flag, a resource with no namespace, one in
+// kube-system, a cluster-scoped one), against golden files.
+func TestApplyOutputs(t *testing.T) {
+	for _, tc := range []struct{ output, golden string }{
+		{"table", "table.txt"}, {"json", "report.json"}, {"junit", "report.xml"}, {"policyreport", "policyreport.yaml"},
+	} {
+		code, out, errOut := applyAt("", "apply", "-p", "../../policies/examples", "-f", "testdata/apply/manifests",
+			"--namespace-labels", "staging=environment=test", "-o", tc.output, "--show-patch")
+		if code != 1 || errOut != "" {
+			t.Errorf("-o %s: exit %d, stderr %q; want 1 (a resource is denied)", tc.output, code, errOut)
+		}
+		golden := filepath.Join("testdata", "apply", tc.golden)
+		if *update {
+			os.WriteFile(golden, []byte(out), 0o644)
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != string(want) {
+			t.Errorf("-o %s differs from %s (go test ./cmd/admitfn -update rewrites it):\n%s", tc.output, golden, out)
+		}
+	}
+	// --audit reports the same and exits 0.
+	if code, _, _ := applyAt("", "apply", "-p", "../../policies/examples", "-f", "testdata/apply/manifests", "--audit"); code != 0 {
+		t.Errorf("--audit: exit %d", code)
+	}
+}
+
+// The PolicyReports pass the wgpolicyk8s.io/v1alpha2 CRDs' schema, as
+// validators generated from them check it (hack/policyreport).
+func TestPolicyReportsMatchTheCRD(t *testing.T) {
+	dir := os.Getenv("ADMITFN_POLICYREPORT_VALIDATOR")
+	if dir == "" {
+		if os.Getenv("ADMITFN_STORE_TESTS") == "required" {
+			t.Fatal("ADMITFN_POLICYREPORT_VALIDATOR is not set: make unit installs the validator")
+		}
+		t.Skip("ADMITFN_POLICYREPORT_VALIDATOR is not set (make unit sets it)")
+	}
+	_, out, _ := applyAt("", "apply", "-p", "../../policies/examples", "-f", "testdata/apply/manifests", "--namespace-labels", "staging=environment=test", "-o", "json")
+	var report struct{ Resources []resourceResult }
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster-scoped resource too, for a ClusterPolicyReport.
+	for _, r := range report.Resources {
+		if r.Resource.Namespace == "production" && len(r.Results) > 0 {
+			r.Resource.Namespace = ""
+			report.Resources = append(report.Resources, r)
+			break
+		}
+	}
+	reports := policyReports(report.Resources, time.Now())
+	bad := reports[len(reports)-1]
+	bad.Results = append([]reportResult(nil), bad.Results...)
+	bad.Results[0].Result = "denied" // not a result the CRD allows
+	bad.Metadata.Name = "broken"
+	for _, tc := range []struct {
+		reports []policyReport
+		code    int
+		want    string
+	}{
+		{reports, 0, "ok ClusterPolicyReport /admitfn\nok PolicyReport default/admitfn\nok PolicyReport production/admitfn\n"},
+		{[]policyReport{bad}, 1, "invalid PolicyReport production/broken: data/results/0/result must be equal to one of the allowed values\n"},
+	} {
+		raw, _ := json.Marshal(tc.reports)
+		cmd := exec.Command("node", filepath.Join(dir, "validate.mjs"))
+		cmd.Stdin = bytes.NewReader(raw)
+		got, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || string(got) != tc.want {
+			t.Errorf("validate.mjs: exit %d\n%s\nwant exit %d\n%s", code, got, tc.code, tc.want)
+		}
+	}
+}
+
+func TestApplyInput(t *testing.T) {
+	selective := filepath.Join(t.TempDir(), "policy.yaml")
+	os.WriteFile(selective, []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: two.example.com}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+  validations:
+  - {expression: object.spec.replicas >= 2, message: at least two replicas}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: two}
+spec:
+  policyName: two.example.com
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {env: prod}}
+`), 0o644)
+	deploy := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: production}\nspec: {replicas: 1}\n"
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		code        int
+		stdout      string // a line the output must hold
+		stderr      string
+	}{
+		{"stdin, multi-document", "---\n# a comment\n" + deploy + "---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {environment: production}}\n", []string{"-f", "-"}, 1,
+			"DENIED Deployment production/api (<stdin>:3) CREATE\n", ""},
+		{"bad YAML names the file and line", deploy + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n", []string{"-f", "-"}, 1,
+			"", "admitfn apply: <stdin>:6: invalid YAML: yaml: line 3: did not find expected ',' or '}'\n"},
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", []string{"-f", "-"}, 1,
+			"", "admitfn apply: <stdin>:1: not a Kubernetes object: apiVersion and kind are required\n"},
+		{"a List item without kind", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n", []string{"-f", "-"}, 1,
+			"", "admitfn apply: <stdin>:1: List items[0]: not a Kubernetes object: apiVersion and kind are required\n"},
+		{"a scalar", "just text\n", []string{"-f", "-"}, 1,
+			"", "admitfn apply: <stdin>:1: not a Kubernetes object: want a map with apiVersion and kind\n"},
+		{"missing file", "", []string{"-f", "testdata/apply/none.yaml"}, 1, "", "admitfn apply: testdata/apply/none.yaml: no such file or directory\n"},
+		{"no resources", "# nothing\n", []string{"-f", "-"}, 1, "", "admitfn apply: no resources in -\n"},
+		{"no -f", "", nil, 2, "", "admitfn apply: name the resources with -f/--filename: a file, a directory, or - for standard input\n"},
+		{"bad namespace labels", "", []string{"-f", "-", "--namespace-labels", "prod"}, 2, "", "admitfn apply: --namespace-labels \"prod\": want NS=KEY=VALUE[,KEY=VALUE...]\n"},
+		{"labels by flag select the binding", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--namespace-labels", "qa=env=prod,tier=web"}, 1,
+			"DENIED Deployment qa/api (<stdin>:1) CREATE\n  fail  two.example.com two/validations[0]: at least two replicas\n", ""},
+		{"no labels, no match", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-"}, 0,
+			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", ""},
+		{"a Namespace in the input labels it", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-"}, 1,
+			"DENIED Deployment production/api (<stdin>:5) CREATE\n", ""},
+		{"the flag wins over the input", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-", "--namespace-labels", "production=env=dev"}, 0,
+			"ALLOWED Deployment production/api (<stdin>:5) CREATE\n", ""},
+		{"the default namespace", strings.Replace(deploy, "namespace: production", "labels: {}", 1), []string{"-p", selective, "-f", "-", "-n", "shop", "--namespace-labels", "shop=env=prod"}, 1,
+			"DENIED Deployment shop/api (<stdin>:1) CREATE\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"apply"}, tc.args...)
+			if !slices.Contains(args, "-p") {
+				args = append(args, "-p", "../../policies/examples")
+			}
+			code, out, errOut := applyAt(tc.stdin, args...)
+			if code != tc.code || !strings.Contains(out, tc.stdout) || errOut != tc.stderr && !(tc.code == 2 && strings.HasPrefix(errOut, tc.stderr)) {
+				t.Errorf("exit %d, stdout:\n%s\nstderr %q\nwant exit %d, %q, stderr %q", code, out, errOut, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+// --old-filename makes the review an UPDATE from the previous version:
+// a policy on UPDATE sees oldObject.
+func TestApplyUpdate(t *testing.T) {
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(bundle, []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-shrink.example.com}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments]}]
+  validations:
+  - expression: object.spec.replicas >= oldObject.spec.replicas
+    message: replicas may not shrink
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-shrink}
+spec: {policyName: no-shrink.example.com, validationActions: [Deny]}
+`), 0o644)
+	old := filepath.Join(dir, "old.yaml")
+	os.WriteFile(old, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 3}\n"), 0o644)
+	now := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 2}\n"
+	code, out, _ := applyAt(now, "apply", "-p", bundle, "-f", "-", "--old-filename", old)
+	want := "DENIED Deployment shop/api (<stdin>:1) UPDATE\n  fail  no-shrink.example.com no-shrink/validations[0]: replicas may not shrink\n1 resources: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 1 fail, 0 warn, 0 error\n"
+	if code != 1 || out != want {
+		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
+	}
+	// Without the old version it is a CREATE, which the policy does not
+	// match.
+	code, out, _ = applyAt(now, "apply", "-p", bundle, "-f", "-")
+	if want := "ALLOWED Deployment shop/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
+		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
+	}
+}
