@@ -356,7 +356,7 @@ func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m 
 	version := 0
 	var ifNeeded []called
 	mutateWith := func(g *policy.Group) (bool, error) {
-		r, sent, err := sendTo(ctx, eng, g, declared, tc, obj)
+		r, sent, err := sendTo(ctx, eng, g, declared, tc, obj, nil)
 		if err != nil || !sent {
 			return err == nil, err
 		}
@@ -407,12 +407,17 @@ func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m 
 			return fail(err)
 		}
 	}
+	// Validating webhooks do not change the object: one request serves all.
+	req, err := request(tc, obj)
+	if err != nil {
+		return fail(err)
+	}
 	for _, g := range eng.Groups() {
 		if g.Type != policy.Validating {
 			continue
 		}
 		rctx, report := validate.WithReport(ctx)
-		r, sent, err := sendTo(rctx, eng, g, declared, tc, obj)
+		r, sent, err := sendTo(rctx, eng, g, declared, tc, obj, req)
 		if err != nil {
 			return fail(err)
 		}

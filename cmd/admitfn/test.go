@@ -393,7 +393,7 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 	version := 0
 	var ifNeeded []called
 	call := func(g *policy.Group) (bool, error) {
-		res, sent, err := sendTo(ctx, eng, g, tf.Namespaces, c, obj)
+		res, sent, err := sendTo(ctx, eng, g, tf.Namespaces, c, obj, nil)
 		if err != nil {
 			return false, err
 		}
@@ -466,7 +466,10 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 // object as it stands, when the webhook's namespaceSelector matches (sent
 // is false when it does not). declared holds the labels of the namespaces
 // the input declares.
-func sendTo(ctx context.Context, eng *engine.Engine, g *policy.Group, declared map[string]map[string]string, c *testCase, obj map[string]any) (res *engine.Result, sent bool, err error) {
+//
+// req, when given, is the request already built for obj: validating
+// webhooks, which do not change the object, share one.
+func sendTo(ctx context.Context, eng *engine.Engine, g *policy.Group, declared map[string]map[string]string, c *testCase, obj map[string]any, req *review.Request) (res *engine.Result, sent bool, err error) {
 	if g.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
 		if err != nil {
@@ -476,9 +479,10 @@ func sendTo(ctx context.Context, eng *engine.Engine, g *policy.Group, declared m
 			return nil, false, nil
 		}
 	}
-	req, err := request(c, obj)
-	if err != nil {
-		return nil, false, err
+	if req == nil {
+		if req, err = request(c, obj); err != nil {
+			return nil, false, err
+		}
 	}
 	res, err = eng.Review(ctx, g.Route(), req)
 	if err != nil {

@@ -27,6 +27,8 @@ BenchmarkP4ColdStart-2    	       2	 594302079 ns/op	       565.2 admitfn-ms	   
 BenchmarkP5Throughput-2   	       1	6213647819 ns/op	      5735 admitfn-req/s	     29934 minimal-req/s	         0.5 x-minimal	583241024 B/op	 6433460 allocs/op
 BenchmarkL1Linear/10k-containers-2         	       3	 400000000 ns/op
 BenchmarkL1Linear/40k-containers-2         	       1	6400000000 ns/op
+BenchmarkA1Apply/apply-2         	       1	15000000000 ns/op	    300000 ns/resource
+BenchmarkA1Apply/engine-2        	       1	21000000000 ns/op	    420000 ns/resource
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
 PASS
 `
@@ -49,6 +51,7 @@ func TestSummary(t *testing.T) {
 		"P5 0.5 target >=0.5 PASS",
 		"P6 n/a target <=64 FAIL",
 		"L1 16 target <=5 FAIL",
+		"A1 1.4 target >=1 PASS",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("summary\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
