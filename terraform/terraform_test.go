@@ -32,6 +32,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+	"sigs.k8s.io/yaml"
 )
 
 var (
@@ -492,6 +493,8 @@ func TestVariableValidations(t *testing.T) {
 		{"webhook rendered for another URL", "modules/webhook", webhook(string(rendered), "render_url", str("https://other.invalid")), "render_url"},
 		{"webhook plain HTTP", "modules/webhook", webhook(string(rendered), "base_url", str("http://fn.example.com/token")), "base_url"},
 		{"webhook trailing slash", "modules/webhook", webhook(string(rendered), "base_url", str("https://fn.example.com/token/")), "base_url"},
+		{"webhook audit role", "modules/webhook", webhook(string(rendered), "audit_role", cty.True, "audit_role_name", str("admitfn-audit.prod")), ""},
+		{"webhook audit role named in capitals", "modules/webhook", webhook(string(rendered), "audit_role", cty.True, "audit_role_name", str("Admitfn")), "audit_role_name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			failed := failedValidations(t, tc.dir, tc.values)
@@ -649,5 +652,58 @@ func collectKeys(prefix string, v any, seen map[string]bool) {
 		for _, sub := range x {
 			collectKeys(prefix, sub, seen)
 		}
+	}
+}
+
+// The webhook module's audit ClusterRole grants exactly what
+// docs/audit-rbac.yaml does, which the end-to-end audit runs with.
+func TestAuditRoleMatchesTheDocs(t *testing.T) {
+	raw, err := os.ReadFile("../docs/audit-rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Rules []struct {
+			APIGroups []string `json:"apiGroups"`
+			Resources []string `json:"resources"`
+			Verbs     []string `json:"verbs"`
+		} `json:"rules"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, r := range doc.Rules {
+		want = append(want, fmt.Sprint(r.APIGroups, r.Resources, r.Verbs))
+	}
+	file, diags := hclparse.NewParser().ParseHCLFile("modules/webhook/main.tf")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, block := range file.Body.(*hclsyntax.Body).Blocks {
+		if block.Type != "resource" || block.Labels[0] != "kubernetes_cluster_role_v1" || block.Labels[1] != "audit" {
+			continue
+		}
+		for _, rule := range block.Body.Blocks {
+			if rule.Type != "rule" {
+				continue
+			}
+			list := func(name string) []string {
+				v, diags := rule.Body.Attributes[name].Expr.Value(nil)
+				if diags.HasErrors() {
+					t.Fatal(diags)
+				}
+				var out []string
+				for _, s := range v.AsValueSlice() {
+					out = append(out, s.AsString())
+				}
+				return out
+			}
+			got = append(got, fmt.Sprint(list("api_groups"), list("resources"), list("verbs")))
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("kubernetes_cluster_role_v1.audit rules:\n%s\nwant (docs/audit-rbac.yaml)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -42,10 +42,13 @@ type applyOptions struct {
 }
 
 func (c *cli) applyCmd() *cobra.Command {
-	var o applyOptions
+	var (
+		o  applyOptions
+		co clusterOptions
+	)
 	cmd := &cobra.Command{
-		Use:   "apply -p BUNDLE -f FILE|DIR|- [flags]",
-		Short: "Review manifests against a bundle, as the function would on create or update",
+		Use:   "apply -p BUNDLE (-f FILE|DIR|- | --cluster) [flags]",
+		Short: "Review manifests, or what a cluster holds, as the function would",
 		Long: `Reviews every resource in the files, directories or standard input named by
 -f (multi-document YAML, JSON, and v1 Lists such as kubectl get -o yaml
 prints) as kube-apiserver would send it to the bundle's webhooks on CREATE,
@@ -61,20 +64,36 @@ binding: pass, fail (a Deny or Audit action), warn or error. -o json and
 -o junit print reports, -o policyreport the wgpolicyk8s.io/v1alpha2
 PolicyReports (one per namespace) and ClusterPolicyReport that
 policy-reporter and other Policy WG tools read. Exits 1 when a resource is
-denied, unless --audit.`,
+denied, unless --audit.
+
+With --cluster it audits a cluster instead (kubeconfig as kubectl loads
+it, --context): it lists, read-only, every object of the kinds the
+bundle's webhooks can match (discovery, then paginated lists in -n, the
+context's namespace, or -A: every namespace and cluster-scoped kinds),
+takes each namespace's labels from the cluster, and reviews each object as
+an UPDATE of itself, as an in-cluster audit does. --write-reports writes
+the PolicyReports into the cluster. docs/policies.md lists the RBAC it
+needs.`,
 		Example: `  helm template chart/ | admitfn apply -p policies/ -f -
   kubectl get deploy,pods -A -o yaml | admitfn apply -p policies/ -f - --audit -o policyreport
   admitfn apply -p policies/ -f new.yaml --old-filename live.yaml --show-patch
-  admitfn apply -p policies/ -f manifests/ --namespace-labels prod=env=production,tier=web`,
+  admitfn apply -p policies/ -f manifests/ --namespace-labels prod=env=production,tier=web
+  admitfn apply -p s3://my-bucket/admitfn --cluster -A --audit --write-reports`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output, "table", "json", "junit", "policyreport"); err != nil {
 				return err
 			}
-			if len(o.files) == 0 {
-				return usagef("name the resources with -f/--filename: a file, a directory, or - for standard input")
+			co.namespaceSet = cmd.Flags().Changed("namespace")
+			switch {
+			case co.enabled && len(o.files) > 0:
+				return usagef("--cluster reviews what the cluster holds: it takes no -f/--filename")
+			case !co.enabled && (co.allNamespaces || co.writeReports || co.kubeconfig != "" || co.context != ""):
+				return usagef("-A/--all-namespaces, --write-reports, --kubeconfig and --context need --cluster")
+			case !co.enabled && len(o.files) == 0:
+				return usagef("name the resources with -f/--filename: a file, a directory, or - for standard input (or audit a cluster with --cluster)")
 			}
-			return c.apply(o)
+			return c.apply(o, co)
 		},
 	}
 	policiesFlag(cmd, &o.policies)
@@ -89,6 +108,11 @@ denied, unless --audit.`,
 	f.BoolVar(&o.audit, "audit", false, "exit 0 even when resources are denied")
 	f.BoolVar(&o.showPatch, "show-patch", false, "print the JSON Patch the mutating policies make of each resource")
 	f.BoolVar(&o.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	f.BoolVar(&co.enabled, "cluster", false, "review what a cluster holds instead of files: every object the bundle can match, as an UPDATE of itself (read-only)")
+	f.StringVar(&co.kubeconfig, "kubeconfig", "", "with --cluster: the kubeconfig (default: KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&co.context, "context", "", "with --cluster: the kubeconfig context (default: the current one)")
+	f.BoolVarP(&co.allNamespaces, "all-namespaces", "A", false, "with --cluster: every namespace, and cluster-scoped objects (default: -n, else the context's namespace)")
+	f.BoolVar(&co.writeReports, "write-reports", false, "with --cluster: write the PolicyReports to the cluster (its wgpolicyk8s.io CRDs must be installed), replacing admitfn's earlier ones")
 	outputFlag(cmd, &o.output, "table", "json", "junit", "policyreport")
 	return cmd
 }
@@ -148,58 +172,17 @@ const (
 	decisionSkipped = "skipped" // sent to no webhook (kube-system)
 )
 
-func (c *cli) apply(o applyOptions) error {
-	eng, set, _, err := c.loadBundle(o.policies)
+func (c *cli) apply(o applyOptions, co clusterOptions) error {
+	var results []resourceResult
+	var err error
+	if co.enabled {
+		results, err = c.auditCluster(o, co)
+	} else {
+		results, err = c.applyFiles(o)
+	}
 	if err != nil {
 		return err
 	}
-	declared, err := parseNamespaceLabels(o.namespaceLabels)
-	if err != nil {
-		return err
-	}
-	items, err := c.readAllManifests(o.files, declared)
-	if err != nil {
-		return err
-	}
-	olds := map[string]*unstructured.Unstructured{}
-	if len(o.oldFiles) > 0 {
-		previous, err := c.readAllManifests(o.oldFiles, nil)
-		if err != nil {
-			return err
-		}
-		for _, m := range previous {
-			defaultNamespace(m.obj, o.namespace)
-			olds[identity(m.obj)] = m.obj
-		}
-	}
-	if len(items) == 0 {
-		return fmt.Errorf("no resources in %s", strings.Join(o.files, ", "))
-	}
-
-	results := make([]resourceResult, len(items))
-	var done atomic.Int64
-	stopProgress := c.progress(len(items), &done)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				m := items[i]
-				defaultNamespace(m.obj, o.namespace)
-				results[i] = reviewManifest(context.Background(), eng, set, m, olds[identity(m.obj)], declared, o)
-				done.Add(1)
-			}
-		}()
-	}
-	for i := range items {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	stopProgress()
-
 	switch o.output {
 	case "json":
 		err = writeJSON(c.out, applyReport(results))
@@ -219,6 +202,67 @@ func (c *cli) apply(o applyOptions) error {
 		}
 	}
 	return nil
+}
+
+// applyFiles reviews the resources of the files as CREATEs (UPDATEs from
+// their --old-filename versions).
+func (c *cli) applyFiles(o applyOptions) ([]resourceResult, error) {
+	eng, set, _, err := c.loadBundle(o.policies)
+	if err != nil {
+		return nil, err
+	}
+	declared, err := parseNamespaceLabels(o.namespaceLabels)
+	if err != nil {
+		return nil, err
+	}
+	items, err := c.readAllManifests(o.files, declared)
+	if err != nil {
+		return nil, err
+	}
+	olds := map[string]*unstructured.Unstructured{}
+	if len(o.oldFiles) > 0 {
+		previous, err := c.readAllManifests(o.oldFiles, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range previous {
+			defaultNamespace(m.obj, o.namespace)
+			olds[identity(m.obj)] = m.obj
+		}
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("no resources in %s", strings.Join(o.files, ", "))
+	}
+	return c.reviewAll(items, func(m manifest) resourceResult {
+		defaultNamespace(m.obj, o.namespace)
+		return reviewManifest(context.Background(), eng, set, m, olds[identity(m.obj)], declared, o)
+	}), nil
+}
+
+// reviewAll reviews the items on every CPU, results in input order.
+func (c *cli) reviewAll(items []manifest, review func(manifest) resourceResult) []resourceResult {
+	results := make([]resourceResult, len(items))
+	var done atomic.Int64
+	stopProgress := c.progress(len(items), &done)
+	defer stopProgress()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				results[i] = review(items[i])
+				done.Add(1)
+			}
+		}()
+	}
+	for i := range items {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return results
 }
 
 // readAllManifests reads every resource of the files; Namespace objects

@@ -81,7 +81,11 @@ func (c *cli) writeApplyTable(results []resourceResult, showPatch bool) {
 		case decisionAllowed:
 			decision = paint(colour, "green", decision)
 		}
-		fmt.Fprintf(c.out, "%s %s (%s:%d) %s\n", decision, r.Resource, r.Resource.File, r.Resource.Line, r.Operation)
+		where := ""
+		if r.Resource.Line > 0 {
+			where = fmt.Sprintf(" (%s:%d)", r.Resource.File, r.Resource.Line)
+		}
+		fmt.Fprintf(c.out, "%s %s%s %s\n", decision, r.Resource, where, r.Operation)
 		if r.Decision == decisionError || (r.Decision == decisionDenied && !hasFailure(r.Results)) {
 			fmt.Fprintf(c.out, "  %s\n", indent(r.Message))
 		}

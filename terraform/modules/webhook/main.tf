@@ -141,3 +141,31 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
     }
   }
 }
+
+# What `admitfn apply --cluster` needs, as docs/audit-rbac.yaml grants it
+# (a test holds the two equal): read the namespaces and every kind, and
+# write PolicyReports.
+resource "kubernetes_cluster_role_v1" "audit" {
+  count = var.audit_role ? 1 : 0
+
+  metadata {
+    name   = var.audit_role_name
+    labels = { "app.kubernetes.io/managed-by" = "admitfn" }
+  }
+
+  rule {
+    api_groups = [""]
+    resources  = ["namespaces"]
+    verbs      = ["get", "list"]
+  }
+  rule {
+    api_groups = ["*"]
+    resources  = ["*"]
+    verbs      = ["list"]
+  }
+  rule {
+    api_groups = ["wgpolicyk8s.io"]
+    resources  = ["policyreports", "clusterpolicyreports"]
+    verbs      = ["get", "list", "create", "update", "patch", "delete"]
+  }
+}

@@ -12,3 +12,8 @@ output "webhooks" {
   description = "Number of webhooks (policy groups) installed."
   value       = sum(concat([0], [for i in var.configurations.items : length(i.webhooks)]))
 }
+
+output "audit_role_name" {
+  description = "The audit ClusterRole's name (null unless audit_role)."
+  value       = var.audit_role ? kubernetes_cluster_role_v1.audit[0].metadata[0].name : null
+}

@@ -95,3 +95,20 @@ variable "ca_bundle" {
   type        = string
   default     = null
 }
+
+variable "audit_role" {
+  description = "Create the ClusterRole `admitfn apply --cluster` needs to audit the cluster and write PolicyReports (docs/audit-rbac.yaml), named audit_role_name; bind it to whoever runs the audit."
+  type        = bool
+  default     = false
+}
+
+variable "audit_role_name" {
+  description = "Name of the audit ClusterRole."
+  type        = string
+  default     = "admitfn-audit"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", var.audit_role_name))
+    error_message = "audit_role_name must be a Kubernetes object name: lower-case letters, digits, '-' and '.'."
+  }
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/admitfn/admitfn/core/engine"
+)
+
+// clusterOptions are apply --cluster's flags.
+type clusterOptions struct {
+	enabled       bool
+	kubeconfig    string
+	context       string
+	allNamespaces bool
+	namespaceSet  bool // -n was given: only that namespace
+	writeReports  bool
+}
+
+// The reports' resources, when the cluster serves their CRDs.
+var (
+	policyReportsGVR        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	clusterPolicyReportsGVR = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
+)
+
+// clusterFile is where apply --cluster's resources come from, for reports.
+const clusterFile = "cluster"
+
+// listPageSize is how many objects one list call asks for.
+const listPageSize = 500
+
+// clusterManifests lists, read-only, every object of the kinds the
+// bundle's webhooks can match on UPDATE, in the namespaces asked for, and
+// the labels of every namespace.
+func clusterManifests(ctx context.Context, cfg *rest.Config, namespace string, eng *engine.Engine) ([]manifest, map[string]map[string]string, error) {
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	declared := map[string]map[string]string{}
+	nsList, err := listAll(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list namespaces (their labels decide namespaceSelectors): %w", err)
+	}
+	for _, ns := range nsList {
+		declared[ns.GetName()] = ns.GetLabels()
+	}
+	resources, err := matchedResources(disco, eng)
+	if err != nil {
+		return nil, nil, err
+	}
+	var items []manifest
+	for _, r := range resources {
+		ri := dynamic.ResourceInterface(dyn.Resource(r.gvr))
+		if r.namespaced && namespace != "" {
+			ri = dyn.Resource(r.gvr).Namespace(namespace)
+		} else if !r.namespaced && namespace != "" {
+			continue // one namespace asked for: cluster-scoped kinds are outside it
+		}
+		objs, err := listAll(ctx, ri)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %s: %w", r.gvr, err)
+		}
+		for _, o := range objs {
+			items = append(items, manifest{obj: o, file: clusterFile})
+		}
+	}
+	return items, declared, nil
+}
+
+type servedResource struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}
+
+// matchedResources are the served resources (no subresources) some rule of
+// the bundle's webhooks matches on UPDATE, each in one version: the
+// preferred one when a rule matches it, else the first a rule matches.
+func matchedResources(disco discovery.DiscoveryInterface, eng *engine.Engine) ([]servedResource, error) {
+	preferred := map[string]string{} // group → version
+	groups, lists, err := disco.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	for _, g := range groups {
+		preferred[g.Name] = g.PreferredVersion.Version
+	}
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, g := range eng.Groups() {
+		rules = append(rules, g.Rules...)
+	}
+	chosen := map[schema.GroupResource]servedResource{}
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+				continue
+			}
+			if !slices.ContainsFunc(rules, func(rule admissionregistrationv1.RuleWithOperations) bool {
+				return ruleMatches(rule, gv.Group, gv.Version, r.Name, r.Namespaced)
+			}) {
+				continue
+			}
+			gr := schema.GroupResource{Group: gv.Group, Resource: r.Name}
+			if prev, ok := chosen[gr]; ok && prev.gvr.Version == preferred[gv.Group] {
+				continue
+			}
+			if _, ok := chosen[gr]; !ok || gv.Version == preferred[gv.Group] {
+				chosen[gr] = servedResource{gvr: gv.WithResource(r.Name), namespaced: r.Namespaced}
+			}
+		}
+	}
+	out := make([]servedResource, 0, len(chosen))
+	for _, r := range chosen {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].gvr.String() < out[j].gvr.String() })
+	return out, nil
+}
+
+// ruleMatches reports whether rule covers UPDATEs of the resource.
+func ruleMatches(rule admissionregistrationv1.RuleWithOperations, group, version, resource string, namespaced bool) bool {
+	has := func(list []string, v string) bool { return slices.Contains(list, "*") || slices.Contains(list, v) }
+	ops := make([]string, len(rule.Operations))
+	for i, o := range rule.Operations {
+		ops[i] = string(o)
+	}
+	if !has(ops, string(admissionregistrationv1.Update)) || !has(rule.APIGroups, group) || !has(rule.APIVersions, version) {
+		return false
+	}
+	if !slices.Contains(rule.Resources, "*") && !slices.Contains(rule.Resources, "*/*") && !slices.Contains(rule.Resources, resource) {
+		return false
+	}
+	if rule.Scope == nil {
+		return true
+	}
+	switch *rule.Scope {
+	case admissionregistrationv1.ClusterScope:
+		return !namespaced
+	case admissionregistrationv1.NamespacedScope:
+		return namespaced
+	}
+	return true
+}
+
+// listAll lists every object of ri, page by page.
+func listAll(ctx context.Context, ri dynamic.ResourceInterface) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	opts := metav1.ListOptions{Limit: listPageSize}
+	for {
+		list, err := ri.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
+// restConfig loads the kubeconfig as kubectl does (--kubeconfig, else
+// KUBECONFIG, else ~/.kube/config; --context) and returns its namespace.
+func restConfig(kubeconfig, context string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "admitfn-apply"
+	return cfg, ns, nil
+}
+
+// writeReportsToCluster applies the reports with server-side apply and
+// deletes admitfn's reports in the namespaces reviewed that no longer
+// have results.
+func writeReportsToCluster(ctx context.Context, cfg *rest.Config, reports []policyReport, reviewed []string, clusterReviewed bool) error {
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := disco.ServerResourcesForGroupVersion("wgpolicyk8s.io/v1alpha2"); err != nil {
+		return fmt.Errorf("--write-reports: the cluster does not serve wgpolicyk8s.io/v1alpha2 (install the PolicyReport CRDs): %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	written := map[string]bool{}
+	for _, rep := range reports {
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		ri := dynamic.ResourceInterface(dyn.Resource(clusterPolicyReportsGVR))
+		if rep.Kind == "PolicyReport" {
+			ri = dyn.Resource(policyReportsGVR).Namespace(rep.Metadata.Namespace)
+		}
+		if _, err := ri.Patch(ctx, rep.Metadata.Name, types.ApplyPatchType, raw, metav1.PatchOptions{FieldManager: "admitfn", Force: ptrTo(true)}); err != nil {
+			return fmt.Errorf("write %s %s: %w", rep.Kind, rep.Metadata.Namespace+"/"+rep.Metadata.Name, err)
+		}
+		written[rep.Metadata.Namespace] = true
+	}
+	stale := func(ri dynamic.ResourceInterface, ns string) error {
+		if written[ns] {
+			return nil
+		}
+		err := ri.Delete(ctx, reportName, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the stale report in %q: %w", ns, err)
+		}
+		return nil
+	}
+	for _, ns := range reviewed {
+		if err := stale(dyn.Resource(policyReportsGVR).Namespace(ns), ns); err != nil {
+			return err
+		}
+	}
+	if clusterReviewed {
+		return stale(dyn.Resource(clusterPolicyReportsGVR), "")
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// auditCluster is apply --cluster: every object the bundle can match,
+// reviewed as an UPDATE of itself, as an in-cluster audit does.
+func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult, error) {
+	eng, set, _, err := c.loadBundle(o.policies)
+	if err != nil {
+		return nil, err
+	}
+	cfg, ctxNamespace, err := restConfig(co.kubeconfig, co.context)
+	if err != nil {
+		return nil, err
+	}
+	namespace := ctxNamespace
+	switch {
+	case co.allNamespaces:
+		namespace = ""
+	case co.namespaceSet:
+		namespace = o.namespace
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	items, declared, err := clusterManifests(ctx, cfg, namespace, eng)
+	if err != nil {
+		return nil, err
+	}
+	results := c.reviewAll(items, func(m manifest) resourceResult {
+		return reviewManifest(context.Background(), eng, set, m, m.obj, declared, o)
+	})
+	if co.writeReports {
+		var reviewed []string
+		if namespace != "" {
+			reviewed = []string{namespace}
+		} else {
+			for ns := range declared {
+				reviewed = append(reviewed, ns)
+			}
+			sort.Strings(reviewed)
+		}
+		if err := writeReportsToCluster(ctx, cfg, policyReports(results, c.now()), reviewed, namespace == ""); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
