@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -163,6 +164,17 @@ ALLOWED ConfigMap audit-shop/creds UPDATE
 	summary, _, _ := unstructured.NestedMap(written.Object, "summary")
 	if want := map[string]any{"pass": int64(1), "fail": int64(1), "warn": int64(1), "error": int64(0), "skip": int64(0)}; fmt.Sprint(summary) != fmt.Sprint(want) {
 		t.Errorf("written report's summary %v, want %v", summary, want)
+	}
+
+	// A bundle that no longer matches the namespace leaves it no results:
+	// its stale report is removed.
+	quiet := writeBundle(t, map[string]string{"p.yaml": strings.ReplaceAll(auditPolicies, "team: audit-shop", "team: nobody")})
+	cmd := exec.Command(kube.cliBin, "apply", "-p", quiet, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop", "--write-reports")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("--write-reports with no results: %v\n%s", err, out)
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}).Namespace("audit-shop").Get(ctx, "admitfn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the stale report: %v, want it deleted", err)
 	}
 
 	// The deployed webhook decides as the audit did: web's update is
