@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"sort"
@@ -162,16 +161,7 @@ func writeApplyJUnit(w io.Writer, results []resourceResult) error {
 		out.Failures += s.Failures
 		out.Errors += s.Errors
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return out.write(w)
 }
 
 // The wgpolicyk8s.io/v1alpha2 reports, as the Policy WG's CRDs define them

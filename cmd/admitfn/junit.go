@@ -95,12 +95,17 @@ func writeJUnit(w io.Writer, results []caseResult, fileErrs []fileError) error {
 		out.Suites = append(out.Suites, *s)
 	}
 	out.Time = seconds(total)
+	return out.write(w)
+}
+
+// write prints the report as an XML document.
+func (s junitSuites) write(w io.Writer) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := enc.Encode(s); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n")
