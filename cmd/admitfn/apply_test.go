@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -206,5 +208,33 @@ spec: {policyName: no-shrink.example.com, validationActions: [Deny]}
 	code, out, _ = applyAt(now, "apply", "-p", bundle, "-f", "-")
 	if want := "ALLOWED Deployment shop/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
+	}
+}
+
+// On a terminal, apply shows how many resources it has reviewed and
+// clears the line when done; into a pipe it writes nothing there.
+func TestApplyProgress(t *testing.T) {
+	dump := writeDump(t, 1000)
+	run := func(stderr io.Writer) int {
+		c := &cli{in: strings.NewReader(""), out: io.Discard, err: stderr, getenv: func(string) string { return "" }, now: time.Now}
+		return c.run([]string{"apply", "-p", "../../policies/examples", "-f", dump, "--audit"})
+	}
+	tty, read := pty(t)
+	if code := run(tty); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	tty.Close()
+	out := read()
+	if !strings.HasSuffix(out, "\r\x1b[K") {
+		t.Errorf("the progress line is not cleared at the end: %q", out)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\r\x1b[K"), "\r")[1:] {
+		if !regexp.MustCompile(`^reviewed \d+ of 1000 resources$`).MatchString(line) {
+			t.Errorf("progress line %q", line)
+		}
+	}
+	var pipe bytes.Buffer
+	if code := run(&pipe); code != 0 || pipe.Len() != 0 {
+		t.Errorf("into a pipe: exit %d, %q", code, pipe.String())
 	}
 }
