@@ -70,8 +70,9 @@ With --cluster it audits a cluster instead (kubeconfig as kubectl loads
 it, --context): it lists, read-only, every object of the kinds the
 bundle's webhooks can match (discovery, then paginated lists in -n, the
 context's namespace, or -A: every namespace and cluster-scoped kinds),
-takes each namespace's labels from the cluster, and reviews each object as
-an UPDATE of itself, as an in-cluster audit does. --write-reports writes
+takes each namespace from the cluster (its labels for namespaceSelectors,
+all of it for namespaceObject), and reviews each object as an UPDATE of
+itself, as an in-cluster audit does. --write-reports writes
 the PolicyReports into the cluster. docs/policies.md lists the RBAC it
 needs.`,
 		Example: `  helm template chart/ | admitfn apply -p policies/ -f -

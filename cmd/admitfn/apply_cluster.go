@@ -10,9 +10,12 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -48,7 +51,7 @@ const listPageSize = 500
 // clusterManifests lists, read-only, every object of the kinds the
 // bundle's webhooks can match on UPDATE, in the namespaces asked for, and
 // the labels of every namespace.
-func clusterManifests(ctx context.Context, cfg *rest.Config, namespace string, eng *engine.Engine) ([]manifest, map[string]map[string]string, error) {
+func clusterManifests(ctx context.Context, cfg *rest.Config, namespace string, eng *engine.Engine) ([]manifest, namespaceList, error) {
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -57,13 +60,17 @@ func clusterManifests(ctx context.Context, cfg *rest.Config, namespace string, e
 	if err != nil {
 		return nil, nil, err
 	}
-	declared := map[string]map[string]string{}
+	namespaces := namespaceList{}
 	nsList, err := listAll(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list namespaces (their labels decide namespaceSelectors): %w", err)
 	}
-	for _, ns := range nsList {
-		declared[ns.GetName()] = ns.GetLabels()
+	for _, u := range nsList {
+		var ns corev1.Namespace
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ns); err != nil {
+			return nil, nil, fmt.Errorf("namespace %s: %w", u.GetName(), err)
+		}
+		namespaces[ns.Name] = &ns
 	}
 	resources, err := matchedResources(disco, eng)
 	if err != nil {
@@ -85,7 +92,39 @@ func clusterManifests(ctx context.Context, cfg *rest.Config, namespace string, e
 			items = append(items, manifest{obj: o, file: clusterFile})
 		}
 	}
-	return items, declared, nil
+	return items, namespaces, nil
+}
+
+// namespaceList is the cluster's namespaces, whole: what namespaceObject
+// and namespace selectors read in an audit.
+type namespaceList map[string]*corev1.Namespace
+
+func (l namespaceList) List(sel labels.Selector) ([]*corev1.Namespace, error) {
+	var out []*corev1.Namespace
+	for _, ns := range l {
+		if sel.Matches(labels.Set(ns.Labels)) {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
+}
+
+// Get returns the namespace, or one with only its name when it was not
+// listed (created since): what the function would know of it.
+func (l namespaceList) Get(name string) (*corev1.Namespace, error) {
+	if ns, ok := l[name]; ok {
+		return ns, nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+}
+
+// labels are the namespaces' labels, for webhooks' namespaceSelectors.
+func (l namespaceList) labels() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(l))
+	for name, ns := range l {
+		out[name] = ns.Labels
+	}
+	return out
 }
 
 type servedResource struct {
@@ -275,12 +314,16 @@ func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	items, declared, err := clusterManifests(ctx, cfg, namespace, eng)
+	items, namespaces, err := clusterManifests(ctx, cfg, namespace, eng)
 	if err != nil {
 		return nil, err
 	}
+	// namespaceObject is the namespace as the cluster holds it, as
+	// kube-apiserver's own policies see it.
+	audit := eng.WithNamespaces(namespaces)
+	declared := namespaces.labels()
 	results := c.reviewAll(items, func(m manifest) resourceResult {
-		return reviewManifest(context.Background(), eng, set, m, m.obj, declared, o)
+		return reviewManifest(context.Background(), audit, set, m, m.obj, declared, o)
 	})
 	if co.writeReports {
 		var reviewed []string

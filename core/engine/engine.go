@@ -28,6 +28,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/internal/parallel"
@@ -152,6 +153,17 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 
 // BundleID identifies the bundle the engine serves.
 func (e *Engine) BundleID() string { return e.bundle.ID }
+
+// WithNamespaces returns the engine reading namespaces (namespaceObject,
+// and binding namespace selectors) from namespaces instead of knowing only
+// their names, as the function does: an audit of a cluster, which lists
+// them whole, sees what kube-apiserver's own policies would.
+func (e *Engine) WithNamespaces(namespaces listersv1.NamespaceLister) *Engine {
+	c := *e
+	c.dispatcher = validate.NewDispatcherWith(namespaces)
+	c.mutator = mutate.NewDispatcherWith(namespaces)
+	return &c
+}
 
 // Policies is the parsed bundle the engine serves; callers must not modify it.
 func (e *Engine) Policies() *policy.Set { return e.bundle }

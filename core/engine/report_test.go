@@ -5,7 +5,12 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/review"
 	"github.com/admitfn/admitfn/core/validate"
 )
 
@@ -86,5 +91,57 @@ spec:
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("evaluations:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// namespaces is a lister of whole namespaces, as an audit lists them.
+type namespaces map[string]*corev1.Namespace
+
+func (n namespaces) List(labels.Selector) ([]*corev1.Namespace, error) { return nil, nil }
+func (n namespaces) Get(name string) (*corev1.Namespace, error)        { return n[name], nil }
+
+// An engine WithNamespaces gives namespaceObject the whole namespace, as
+// kube-apiserver's own policies see it; the function's sees its name only.
+func TestWithNamespaces(t *testing.T) {
+	e := mustEngine(t, policy.Source{Name: "p.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: gold.example.com}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+  validations:
+  - {expression: "namespaceObject.metadata.labels.tier == 'gold'", message: gold namespaces only}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: gold}
+spec: {policyName: gold.example.com, validationActions: [Deny]}
+`)})
+	req := func() *review.Request {
+		return decode(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "shop", object: deployment("web", "shop", 2, nil)})
+	}
+	route := e.Groups()[0].Route()
+	for _, tc := range []struct {
+		name    string
+		e       *Engine
+		allowed bool
+		message string
+	}{
+		{"the function's", e, false, "ValidatingAdmissionPolicy 'gold.example.com' with binding 'gold' denied request: expression 'namespaceObject.metadata.labels.tier == 'gold'' resulted in error: no such key: labels"},
+		{"gold", e.WithNamespaces(namespaces{"shop": {ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"tier": "gold"}}}}), true, ""},
+		{"silver", e.WithNamespaces(namespaces{"shop": {ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"tier": "silver"}}}}), false, "ValidatingAdmissionPolicy 'gold.example.com' with binding 'gold' denied request: gold namespaces only"},
+	} {
+		res, err := tc.e.Review(context.Background(), route, req())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := ""
+		if res.Response.Result != nil {
+			msg = res.Response.Result.Message
+		}
+		if res.Response.Allowed != tc.allowed || msg != tc.message {
+			t.Errorf("%s: allowed %v %q, want %v %q", tc.name, res.Response.Allowed, msg, tc.allowed, tc.message)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/scheme"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/validate"
@@ -47,11 +48,18 @@ type Dispatcher struct {
 	objects  admission.ObjectInterfaces
 }
 
-// NewDispatcher builds a dispatcher.
-func NewDispatcher() *Dispatcher { return newDispatcher(newTypeConverters()) }
+// NewDispatcher builds a dispatcher. Namespaces are what the function
+// knows of them: their names.
+func NewDispatcher() *Dispatcher { return newDispatcher(newTypeConverters(), celeval.NamespaceLister()) }
 
-func newDispatcher(tc *typeConverters) *Dispatcher {
-	m := matching.NewMatcher(celeval.NamespaceLister(), nil)
+// NewDispatcherWith builds a dispatcher that reads namespaces from
+// namespaces: an audit's, which knows them whole.
+func NewDispatcherWith(namespaces listersv1.NamespaceLister) *Dispatcher {
+	return newDispatcher(newTypeConverters(), namespaces)
+}
+
+func newDispatcher(tc *typeConverters, namespaces listersv1.NamespaceLister) *Dispatcher {
+	m := matching.NewMatcher(namespaces, nil)
 	return &Dispatcher{
 		// The dispatcher exposes its authorizer to CEL; admitfn's activation
 		// never resolves `authorizer`, so this one is never asked. It is

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/admitfn/admitfn/core/celeval"
 )
 
 // NewDispatcherCountingSchema is NewDispatcher, with every use of the
@@ -14,5 +16,5 @@ func NewDispatcherCountingSchema(n *atomic.Int32) *Dispatcher {
 		n.Add(1)
 		return builtinConverter()
 	}
-	return newDispatcher(tc)
+	return newDispatcher(tc, celeval.NamespaceLister())
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/warning"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
 )
@@ -44,9 +45,14 @@ type Dispatcher struct {
 }
 
 // NewDispatcher builds a dispatcher. No authorizer is given: the function
-// has none, and admitfn's activation never exposes one to CEL.
-func NewDispatcher() *Dispatcher {
-	m := bindingNoter{generic.NewPolicyMatcher(matching.NewMatcher(celeval.NamespaceLister(), nil))}
+// has none, and admitfn's activation never exposes one to CEL. Namespaces
+// are what the function knows of them: their names.
+func NewDispatcher() *Dispatcher { return NewDispatcherWith(celeval.NamespaceLister()) }
+
+// NewDispatcherWith builds a dispatcher that reads namespaces (namespaceObject,
+// namespace selectors) from namespaces: an audit's, which knows them whole.
+func NewDispatcherWith(namespaces listersv1.NamespaceLister) *Dispatcher {
+	m := bindingNoter{generic.NewPolicyMatcher(matching.NewMatcher(namespaces, nil))}
 	return &Dispatcher{
 		upstream: validating.NewDispatcher(nil, m),
 		// An empty scheme: objects arrive already in the version the webhook

@@ -148,6 +148,26 @@ ALLOWED ConfigMap audit-shop/creds UPDATE
 		t.Errorf("apply --cluster -A -o json:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantJSON, "\n"))
 	}
 
+	// namespaceObject is the namespace as the cluster holds it.
+	labelled := writeBundle(t, map[string]string{"p.yaml": `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: team.audit.admitfn.io}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments]}]
+  validations:
+  - {expression: "namespaceObject.metadata.labels.team == 'audit-shop'", message: not the shop}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: team}
+spec: {policyName: team.audit.admitfn.io, validationActions: [Audit]}
+`})
+	cmd := exec.Command(kube.cliBin, "apply", "-p", labelled, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.Count(string(out), "  pass  1 validation\n") != 2 {
+		t.Errorf("namespaceObject's labels: %v\n%s", err, out)
+	}
+
 	// --write-reports puts the PolicyReport in the namespace.
 	installPolicyReportCRDs(t)
 	if code, _, errOut := audit("-n", "audit-shop", "--audit", "--write-reports"); code != 0 {
@@ -169,7 +189,7 @@ ALLOWED ConfigMap audit-shop/creds UPDATE
 	// A bundle that no longer matches the namespace leaves it no results:
 	// its stale report is removed.
 	quiet := writeBundle(t, map[string]string{"p.yaml": strings.ReplaceAll(auditPolicies, "team: audit-shop", "team: nobody")})
-	cmd := exec.Command(kube.cliBin, "apply", "-p", quiet, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop", "--write-reports")
+	cmd = exec.Command(kube.cliBin, "apply", "-p", quiet, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop", "--write-reports")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("--write-reports with no results: %v\n%s", err, out)
 	}
