@@ -446,7 +446,7 @@ func TestSlowReviewAnswersBeforeTheApiserverGivesUp(t *testing.T) {
 	// its 400ms margin) and answers a 504 Status, which kube-apiserver reports
 	// under the webhook's failurePolicy (Fail): its own timeout, "context
 	// deadline exceeded", never fires.
-	deployAdmitfn(t, map[string]string{"slow.yaml": slowpolicy.Bundle()}, "-timeout", "4")
+	deployAdmitfn(t, map[string]string{"slow.yaml": slowpolicy.Bundle()}, "--timeout", "4")
 	namespace(t, "e2e-slow", nil)
 	cs, w := kube.client(t)
 	start := time.Now()
