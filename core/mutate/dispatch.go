@@ -50,7 +50,9 @@ type Dispatcher struct {
 
 // NewDispatcher builds a dispatcher. Namespaces are what the function
 // knows of them: their names.
-func NewDispatcher() *Dispatcher { return newDispatcher(newTypeConverters(), celeval.NamespaceLister()) }
+func NewDispatcher() *Dispatcher {
+	return newDispatcher(newTypeConverters(), celeval.NamespaceLister())
+}
 
 // NewDispatcherWith builds a dispatcher that reads namespaces from
 // namespaces: an audit's, which knows them whole.
