@@ -53,7 +53,10 @@ BUILD_TIMEOUT ?= 45m
 .PHONY: policyreport-deps release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
-	$(GO) run ./functions/server -addr $(ADDR) -policies $(POLICIES)
+	@# The built binary, not go run: a SIGTERM to go run would leave the
+	@# server running as its child.
+	$(GO) build -o $(BIN)/server ./functions/server
+	exec $(BIN)/server -addr $(ADDR) -policies $(POLICIES)
 
 test: lint tf-check test-bin unit fuzz-short policy-test release-check e2e ## everything CI runs
 
@@ -153,7 +156,10 @@ gcf: ## dist/gcf/admitfn-source.zip: Cloud Functions source, dependencies vendor
 PORT             ?= 8080
 ADMITFN_POLICIES ?= $(POLICIES)
 run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$(PORT), as Cloud Functions would
-	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn $(GO) run ./functions/gcf/runner
+	@# The built binary, not go run: a signal to go run would leave the server
+	@# running as its child.
+	$(GO) build -o $(BIN)/gcf-runner ./functions/gcf/runner
+	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn exec $(BIN)/gcf-runner
 
 # Fuzz targets: package and name. Each runs for FUZZTIME; the corpus a run
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
