@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -176,6 +177,12 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 func withCredentialHint(loc store.Location, err error) error {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, store.ErrNoBucket):
+		check := "the name"
+		if loc.Scheme == "s3" {
+			check += " and AWS_REGION"
+		}
+		return fmt.Errorf("%s: the bucket %q does not exist: create it (the Terraform modules make one), or check %s", loc, loc.Bucket, check)
 	case loc.Scheme == "s3" && (strings.Contains(msg, "get credentials") || strings.Contains(msg, "failed to refresh cached credentials")):
 		return fmt.Errorf("%s: no AWS credentials found. Set AWS_PROFILE to a profile in ~/.aws/config (after 'aws sso login' or 'aws configure'), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where an IAM role is attached; AWS_REGION names the bucket's region", loc)
 	case loc.Scheme == "gs" && strings.Contains(msg, "could not find default credentials"):

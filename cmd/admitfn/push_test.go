@@ -239,3 +239,23 @@ func TestToken(t *testing.T) {
 		t.Errorf("render with a token: %d %s %s", code, cfg, errOut)
 	}
 }
+
+// A bucket that does not exist is named as such, in S3 and in GCS.
+func TestPushToAMissingBucket(t *testing.T) {
+	s := storetest.StartS3(t)
+	s.SetEnv(t)
+	code, _, errOut := admitfn("push", "-p", "testdata/small", "--to", "s3://nobucket/prod")
+	if want := "admitfn push: s3://nobucket/prod: the bucket \"nobucket\" does not exist: create it (the Terraform modules make one), or check the name and AWS_REGION\n"; code != 1 || errOut != want {
+		t.Errorf("s3: exit %d %q, want %q", code, errOut, want)
+	}
+	g := storetest.StartGCS(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", g.Host)
+	code, _, errOut = admitfn("push", "-p", "testdata/small", "--to", "gs://nobucket/prod")
+	if want := "admitfn push: gs://nobucket/prod: the bucket \"nobucket\" does not exist: create it (the Terraform modules make one), or check the name\n"; code != 1 || errOut != want {
+		t.Errorf("gcs: exit %d %q, want %q", code, errOut, want)
+	}
+	// Reading from it says the same.
+	if code, out, _ := admitfn("lint", "-p", "gs://nobucket/prod"); code != 1 || !strings.Contains(out, "does not exist") {
+		t.Errorf("lint -p gs://nobucket: exit %d\n%s", code, out)
+	}
+}

@@ -18,6 +18,8 @@ var (
 	ErrNotFound = errors.New("object not found")
 	// ErrNotModified: the object still has the ETag the caller had.
 	ErrNotModified = errors.New("object not modified")
+	// ErrNoBucket: the location's bucket does not exist.
+	ErrNoBucket = errors.New("bucket does not exist")
 )
 
 // Object describes one stored object.

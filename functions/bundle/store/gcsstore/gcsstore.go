@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 
 	"github.com/admitfn/admitfn/functions/bundle/store"
@@ -133,6 +135,11 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType s
 		return store.Object{}, b.err(err, key)
 	}
 	if err := w.Close(); err != nil {
+		var ge *googleapi.Error
+		if errors.As(err, &ge) && ge.Code == http.StatusNotFound {
+			// A new object cannot be missing: its bucket is.
+			return store.Object{}, fmt.Errorf("%s: %w", b.loc.String(), store.ErrNoBucket)
+		}
 		return store.Object{}, b.err(err, key)
 	}
 	gen := strconv.FormatInt(w.Attrs().Generation, 10)
@@ -143,6 +150,9 @@ func (b *Bucket) err(err error, key string) error {
 	where := b.loc.String()
 	if key != "" {
 		where += "/" + key
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return fmt.Errorf("%s: %w", b.loc.String(), store.ErrNoBucket)
 	}
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)

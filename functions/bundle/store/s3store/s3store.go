@@ -142,7 +142,7 @@ func version(v *string) string {
 }
 
 // err maps S3's answers to the store's errors: 304 to ErrNotModified, 404
-// (NoSuchKey, NoSuchVersion) to ErrNotFound.
+// (NoSuchKey, NoSuchVersion) to ErrNotFound, NoSuchBucket to ErrNoBucket.
 func (b *Bucket) err(err error, key string) error {
 	where := b.loc.String()
 	if key != "" {
@@ -155,17 +155,19 @@ func (b *Bucket) err(err error, key string) error {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	code := re.HTTPStatusCode()
-	switch code {
-	case http.StatusNotModified:
+	var ae smithy.APIError
+	switch {
+	case code == http.StatusNotModified:
 		return store.ErrNotModified
-	case http.StatusNotFound:
+	case code == http.StatusNotFound && errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket":
+		return fmt.Errorf("%s: %w", b.loc.String(), store.ErrNoBucket)
+	case code == http.StatusNotFound:
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
 	}
 	// The SDK's text carries request IDs, which differ on every attempt;
 	// the status and S3's error code say what went wrong, and read the same
 	// each time the same thing does.
 	msg := fmt.Sprintf("%s: HTTP %d", where, code)
-	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() != "" && ae.ErrorCode() != strconv.Itoa(code) && ae.ErrorCode() != "UnknownError" {
 		msg += " " + ae.ErrorCode()
 		if m := ae.ErrorMessage(); m != "" {

@@ -3,7 +3,6 @@ package s3store_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/admitfn/admitfn/functions/bundle/store"
@@ -53,7 +52,7 @@ func TestErrors(t *testing.T) {
 	p := storetest.NewProxy(t, s.Endpoint, false)
 	b := s3store.New(s.Client(p.URL), store.Location{Scheme: "s3", Bucket: "nope", Prefix: "p"})
 	_, _, err := b.Get(context.Background(), "x.yaml", "")
-	if !errors.Is(err, store.ErrNotFound) || !strings.HasPrefix(err.Error(), "s3://nope/p/x.yaml: ") {
+	if !errors.Is(err, store.ErrNoBucket) || err.Error() != "s3://nope/p: bucket does not exist" {
 		t.Errorf("missing bucket: %v", err)
 	}
 	p.Set(storetest.Fail500)
