@@ -380,6 +380,9 @@ func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m 
 		res.Decision, res.Message = decisionError, err.Error()
 		return res
 	}
+	if err := checkTyped(obj); err != nil {
+		return fail(fmt.Errorf("input error: %w", err))
+	}
 	answer := func(r *engine.Result) bool {
 		res.Warnings = append(res.Warnings, r.Response.Warnings...)
 		for k, v := range r.Response.AuditAnnotations {

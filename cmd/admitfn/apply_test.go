@@ -142,6 +142,8 @@ spec:
 			"", "admitfn apply: <stdin>:1: not a Kubernetes object: apiVersion and kind are required\n"},
 		{"a List item without kind", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:1: List items[0]: not a Kubernetes object: apiVersion and kind are required\n"},
+		{"a YAML 1.1 boolean", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags, namespace: shop}\ndata: {enabled: y}\n", []string{"-f", "-"}, 1,
+			"ERROR ConfigMap shop/flags (<stdin>:1) CREATE\n  input error: not a valid ConfigMap: cannot unmarshal bool into Go struct field ConfigMap.data of type string (quote YAML 1.1 booleans such as y, yes, on)\n", ""},
 		{"a scalar", "just text\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:1: not a Kubernetes object: want a map with apiVersion and kind\n"},
 		{"missing file", "", []string{"-f", "testdata/apply/none.yaml"}, 1, "", "admitfn apply: testdata/apply/none.yaml: no such file or directory\n"},

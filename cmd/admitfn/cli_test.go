@@ -138,7 +138,7 @@ func TestTestFileErrorsStayInTheirFile(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "b_test.yaml"), []byte("apiVersion: admitfn.io/v1alpha1\nkind: PolicyTest\npolicies: "+bundle+"\ncases:\n- name: one replica\n  userInfo: {username: alice}\n  object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 1}}\n  expect: {allowed: true, auditAnnotations: {replicas.test.admitfn.io_replicas: \"1\"}, object: {spec: {replicas: 1}}}\n"), 0o644)
 	code, out, errOut := admitfn("test", dir)
 	a, b := filepath.Join(dir, "a_test.yaml"), filepath.Join(dir, "b_test.yaml")
-	want := "FAIL " + a + ": the file does not load\n       " + a + ": error unmarshaling JSON: while decoding JSON: json: unknown field \"alowed\"\n" +
+	want := "FAIL " + a + ": the file does not load\n       " + a + ":3: cases[0] (broken): unknown field \"alowed\"\n" +
 		"ok   " + b + ": one replica\n" +
 		"FAIL: 0 of 1 case failed, 1 file did not load\n"
 	if code != 1 || out != want || errOut != "" {
@@ -173,7 +173,7 @@ func TestTestFileErrorsStayInTheirFile(t *testing.T) {
 	}
 	wantSuites := []string{
 		"suite " + a + " tests=1 failures=0 errors=1",
-		"  case (load the test file) [" + a + "] error load: " + a + ": error unmarshaling JSON: while decoding JSON: json: unknown field \"alowed\"",
+		"  case (load the test file) [" + a + "] error load: " + a + ":3: cases[0] (broken): unknown field \"alowed\"",
 		"suite " + b + " tests=1 failures=0 errors=0",
 		"  case one replica [" + b + "]",
 		"suite testdata/tests/bundle/replicas_test.yaml tests=4 failures=0 errors=0",

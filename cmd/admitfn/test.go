@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
@@ -96,6 +95,8 @@ type caseResult struct {
 	Passed   bool     `json:"passed"`
 	Failures []string `json:"failures,omitempty"`
 	Outcome  *outcome `json:"outcome,omitempty"`
+	// Warnings are about the case itself, not its outcome.
+	Warnings []string `json:"warnings,omitempty"`
 	Millis   float64  `json:"durationMs"`
 }
 
@@ -213,9 +214,11 @@ func (c *cli) test(paths []string, override string, filter *regexp.Regexp, outpu
 				continue
 			}
 			start := time.Now()
-			res := caseResult{File: file, Name: tc.Name}
+			res := caseResult{File: file, Name: tc.Name, Warnings: caseWarnings(eng, tf, tc)}
 			got, err := play(context.Background(), eng, tf, tc, includeKubeSystem)
-			if err != nil {
+			if ierr := inputError(tc); ierr != nil {
+				res.Failures = []string{ierr.Error()}
+			} else if err != nil {
 				res.Failures = []string{err.Error()}
 			} else {
 				res.Outcome = got
@@ -258,6 +261,9 @@ func (c *cli) test(paths []string, override string, filter *regexp.Regexp, outpu
 				status = paint(colour, "red", "FAIL")
 			}
 			fmt.Fprintf(c.out, "%s %s: %s\n", status, r.File, r.Name)
+			for _, w := range r.Warnings {
+				fmt.Fprintf(c.out, "       %s %s\n", paint(colour, "yellow", "warning:"), w)
+			}
 			for _, f := range r.Failures {
 				fmt.Fprintf(c.out, "       %s\n", strings.ReplaceAll(f, "\n", "\n       "))
 			}
@@ -322,8 +328,8 @@ func readTestFile(path string) (*testFile, error) {
 		return nil, err
 	}
 	var tf testFile
-	if err := yaml.UnmarshalStrict(data, &tf); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := decodeTestFile(data, &tf); err != nil {
+		return nil, fmt.Errorf("%s:%s", path, prefixLine(err))
 	}
 	if tf.APIVersion != "" || tf.Kind != "" {
 		if tf.APIVersion != testAPIVersion || tf.Kind != testKind {
@@ -460,6 +466,49 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 		out.Object = obj
 	}
 	return out, nil
+}
+
+// prefixLine turns decodeTestFile's "12: …" into ":12: …" after the path,
+// and anything else into ": …".
+func prefixLine(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i > 0 && strings.Trim(msg[:i], "0123456789") == "" {
+		return msg
+	}
+	return " " + msg
+}
+
+// inputError reports a case whose objects do not decode as their kinds.
+func inputError(c *testCase) error {
+	for field, obj := range map[string]map[string]any{"object": c.Object, "oldObject": c.OldObject} {
+		if err := checkTyped(obj); err != nil {
+			return fmt.Errorf("input error in %s: %w", field, err)
+		}
+	}
+	return nil
+}
+
+// caseWarnings notes what makes a case test something other than its
+// author meant: a namespace the file does not declare, which some webhook
+// then skips for want of a label.
+func caseWarnings(eng *engine.Engine, tf *testFile, c *testCase) []string {
+	ns := namespaceOf(c)
+	if ns == "" || ns == "kube-system" { // kube-system is sent to no webhook by default
+		return nil
+	}
+	if _, ok := tf.Namespaces[ns]; ok {
+		return nil
+	}
+	only := labels.Set{"kubernetes.io/metadata.name": ns}
+	for _, g := range eng.Groups() {
+		if g.NamespaceSelector == nil {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector); err == nil && !sel.Matches(only) {
+			return []string{fmt.Sprintf("namespace %q is not declared under namespaces: its only label is kubernetes.io/metadata.name, so the webhook %s is not called", ns, g.Path())}
+		}
+	}
+	return nil
 }
 
 // sendTo calls group g's webhook as kube-apiserver would for c with the

@@ -115,7 +115,7 @@ func TestTestCommandErrors(t *testing.T) {
 		code                int
 		inStderr            string
 	}{
-		{"unknown field", "a/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true, alowed: false}\n  " + deploy + "\n", 1, `x_test.yaml: error unmarshaling JSON: while decoding JSON: json: unknown field "alowed"`},
+		{"unknown field", "a/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true, alowed: false}\n  " + deploy + "\n", 1, `x_test.yaml:3: cases[0] (c): unknown field "alowed"`},
 		{"no allowed", "b/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {}\n  " + deploy + "\n", 1, "x_test.yaml: cases[0] (c): expect.allowed is required"},
 		{"no object", "c/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  expect: {allowed: true}\n", 1, "x_test.yaml: cases[0] (c): CREATE needs object"},
 		{"bad operation", "d/x_test.yaml", "policies: " + bundle + "\ncases:\n- name: c\n  operation: PATCH\n  expect: {allowed: true}\n  " + deploy + "\n", 1, `cases[0] (c): operation "PATCH": want CREATE, UPDATE, DELETE or CONNECT`},
@@ -160,5 +160,35 @@ func TestLoaderSkipsTestFiles(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"render", "-p", "testdata/tests/bundle", "--url", "https://fn.example.com"}, &stdout, &stderr); code != 0 {
 		t.Errorf("render: exit %d %s", code, stderr.String())
+	}
+}
+
+// A case in an undeclared namespace that a webhook then skips is warned
+// about; an object that does not decode as its kind fails as an input
+// error, not as a decision.
+func TestTestCaseWarningsAndInputErrors(t *testing.T) {
+	bundle, _ := filepath.Abs("testdata/tests/bundle")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "x_test.yaml"), []byte("policies: "+bundle+`
+cases:
+- name: qa is not declared
+  namespace: qa
+  userInfo: {username: alice}
+  object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 5}}
+  expect: {allowed: true}
+- name: a YAML 1.1 boolean
+  object: {apiVersion: v1, kind: ConfigMap, metadata: {name: flags}, data: {enabled: y}}
+  expect: {allowed: true}
+`), 0o644)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"test", dir}, &stdout, &stderr)
+	f := filepath.Join(dir, "x_test.yaml")
+	want := "ok   " + f + ": qa is not declared\n" +
+		"       warning: namespace \"qa\" is not declared under namespaces: its only label is kubernetes.io/metadata.name, so the webhook /validate/f58a6d88d9 is not called\n" +
+		"FAIL " + f + ": a YAML 1.1 boolean\n" +
+		"       input error in object: not a valid ConfigMap: cannot unmarshal bool into Go struct field ConfigMap.data of type string (quote YAML 1.1 booleans such as y, yes, on)\n" +
+		"FAIL: 1 of 2 cases failed\n"
+	if code != 1 || stdout.String() != want {
+		t.Errorf("exit %d\n%s\nwant\n%s", code, stdout.String(), want)
 	}
 }
