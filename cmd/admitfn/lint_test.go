@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,26 @@ testdata/lint/policy.yaml: document 1: warning: ValidatingAdmissionPolicy replic
 	}
 	if code := run([]string{"lint"}, &stdout, &stderr); code != 2 {
 		t.Errorf("no args: exit %d", code)
+	}
+}
+
+// Every problem of a bundle that does not load is listed and counted.
+func TestLintCountsEveryLoadError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations:
+  - expression: 'object.spec +'
+  - expression: 'nope'
+  - expression: 'object.metadata.name +'
+`), 0o644)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"lint", dir}, &stdout, &stderr)
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if code != 1 || lines[len(lines)-1] != "3 errors, 0 warnings" || strings.Count(stdout.String(), dir+": error: ") != 3 {
+		t.Errorf("exit %d\n%s", code, stdout.String())
 	}
 }
