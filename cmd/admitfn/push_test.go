@@ -259,3 +259,37 @@ func TestPushToAMissingBucket(t *testing.T) {
 		t.Errorf("lint -p gs://nobucket: exit %d\n%s", code, out)
 	}
 }
+
+// docs/bundles.md's push example is what pushing the example bundle
+// prints, but for the store's version ids, the serial and the expiry.
+func TestBundlesDocPushExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bundles.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```sh\nadmitfn push -p policies/examples --to s3://my-admitfn-policies/prod\n(.*?)```").FindSubmatch(doc)
+	if block == nil {
+		t.Fatal("docs/bundles.md: no push example of policies/examples")
+	}
+	s := storetest.StartS3(t)
+	s.CreateBucket(t, "my-admitfn-policies", true)
+	s.SetEnv(t)
+	code, out, errOut := admitfn("push", "-p", "../../policies/examples", "--to", "s3://my-admitfn-policies/prod")
+	if code != 0 {
+		t.Fatalf("push: %d %s", code, errOut)
+	}
+	normal := func(line string) string {
+		line = regexp.MustCompile(`version \S+\)`).ReplaceAllString(line, "version V)")
+		return regexp.MustCompile(`serial \d+, expires \S+`).ReplaceAllString(line, "serial N, expires T")
+	}
+	got := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		got[normal(l)] = true
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
+		l = strings.TrimPrefix(l, "# ")
+		if l != "…" && !got[normal(l)] {
+			t.Errorf("docs/bundles.md shows %q; push printed:\n%s", l, out)
+		}
+	}
+}
