@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -39,5 +42,34 @@ func TestConfigurationDocIsTheHelp(t *testing.T) {
 			return
 		}
 		t.Errorf("%s: the flag reference is not the server's -h (go test ./functions/server -update rewrites it):\n%s\nwant:\n%s", path, got, help.String())
+	}
+}
+
+// docs/policies.md's bundle that does not load: the server run on it
+// prints what the page shows, but for the time.
+func TestPoliciesDocLoadError(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policies.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)With\nthis `my-policies/p.yaml`:\n\n```yaml\n(.*?)```.*?```\n\\$ go run ./functions/server -policies ./my-policies\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/policies.md: no load-error example")
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "my-policies"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "my-policies", "p.yaml"), m[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(serverBinary(t), "-policies", "./my-policies")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	stamp := regexp.MustCompile(`"time":"[^"]+"`)
+	if got, want := stamp.ReplaceAllString(string(out), `"time":"T"`), stamp.ReplaceAllString(string(m[2]), `"time":"T"`); got != want {
+		t.Errorf("the server printed:\n%s\ndocs/policies.md shows:\n%s", got, want)
 	}
 }
