@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -190,5 +191,23 @@ cases:
 		"FAIL: 1 of 2 cases failed\n"
 	if code != 1 || stdout.String() != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, stdout.String(), want)
+	}
+}
+
+// docs/policies.md's failing case is what admitfn test prints for
+// testdata/shop.
+func TestPoliciesDocFailingCase(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policies.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```\n\\$ admitfn test shop/\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/policies.md: no failing-case example")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"test", "testdata/shop/"}, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), "testdata/shop/", "shop/"); code != 1 || got != string(m[1]) {
+		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, m[1])
 	}
 }
