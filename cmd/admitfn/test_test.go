@@ -211,3 +211,27 @@ func TestPoliciesDocFailingCase(t *testing.T) {
 		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, m[1])
 	}
 }
+
+// docs/policies.md's annotated test file passes against the bundle it
+// describes (testdata/tests/bundle, with the page's policy name).
+func TestPoliciesDocTestFilePasses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policies.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(# replicas_test.yaml, beside the policies\n.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/policies.md: no annotated test file")
+	}
+	policy, err := os.ReadFile("testdata/tests/bundle/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "policy.yaml"), bytes.ReplaceAll(policy, []byte("replicas.test.admitfn.io"), []byte("replicas.example.com")), 0o644)
+	os.WriteFile(filepath.Join(dir, "replicas_test.yaml"), m[1], 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"test", dir}, &stdout, &stderr); code != 0 || !strings.HasSuffix(stdout.String(), "PASS: 1 case\n") {
+		t.Errorf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
