@@ -81,12 +81,18 @@ func webhooks(groups []*policy.Group, t policy.Type, opts Options) (metav1.Objec
 				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"},
 			}}})
 		}
-		name := strings.TrimPrefix(g.Path(), "/") // "validate", "mutate/<id>"
-		if prefix, id, ok := strings.Cut(name, "/"); ok {
-			name = id + "." + prefix
+		hook := strings.TrimPrefix(g.Path(), "/") // "validate", "mutate/<id>"
+		if prefix, id, ok := strings.Cut(hook, "/"); ok {
+			hook = id + "." + prefix
+		}
+		// Webhook names show in kube-apiserver's errors and metrics: a
+		// deployment renamed with -name gets names of its own, so two can
+		// share a cluster and be told apart.
+		if name != "admitfn" {
+			hook += "." + name
 		}
 		out = append(out, webhook{
-			name:    name + "." + webhookDomain,
+			name:    hook + "." + webhookDomain,
 			client:  admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: opts.CABundle},
 			nsSel:   nsSel,
 			fp:      g.FailurePolicy,

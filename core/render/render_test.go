@@ -59,6 +59,14 @@ func TestValidating(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Webhooks[0].NamespaceSelector, &metav1.LabelSelector{}) || *cfg.Webhooks[0].TimeoutSeconds != 5 || cfg.Name != "policies" || *cfg.Webhooks[0].ClientConfig.URL != "https://10.0.0.1:8443/validate" {
 		t.Errorf("with kube-system: %+v", cfg.Webhooks[0])
 	}
+	// Another name gives the webhooks names of their own.
+	var names []string
+	for _, w := range cfg.Webhooks {
+		names = append(names, w.Name)
+	}
+	if names[0] != "validate.policies.admitfn.io" || !strings.HasSuffix(names[1], ".validate.policies.admitfn.io") {
+		t.Errorf("webhook names with -name policies: %v", names)
+	}
 	// The input groups are not modified.
 	if !reflect.DeepEqual(groups()[1].NamespaceSelector, &metav1.LabelSelector{MatchLabels: map[string]string{"env": "test"}}) {
 		t.Error("groups modified")

@@ -36,7 +36,7 @@ func deploymentObj(name string, replicas int32, labels map[string]string) *appsv
 }
 
 // webhookPrefix is what kube-apiserver puts before a webhook's denial.
-var webhookPrefix = regexp.MustCompile(`^admission webhook "([a-z0-9.]+)" denied the request: `)
+var webhookPrefix = regexp.MustCompile(`^admission webhook "([a-z0-9.-]+)" denied the request: `)
 
 // stripWebhook returns the policy's own message and the webhook's name.
 func stripWebhook(t *testing.T, o outcome) (outcome, string) {
@@ -93,7 +93,8 @@ func validationActions(t *testing.T, via front) {
 
 	got, webhook := stripWebhook(t, create("deny", 5))
 	expect(t, "Deny", got, outcome{code: 403, message: "ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'deny' denied request: replicas must be at most 3, got 5"})
-	if !strings.HasSuffix(webhook, ".validate.admitfn.io") {
+	// The webhooks are named after the configuration (render --name).
+	if !strings.HasSuffix(webhook, ".validate."+k8sName(t)+".admitfn.io") {
 		t.Errorf("denied by webhook %q", webhook)
 	}
 	if !a.reviewed(via, "denied") {
@@ -294,7 +295,7 @@ spec:
 	// function: its first write then fails with a broken pipe or reset
 	// rather than a refused connection. Each is the function being down.
 	down := regexp.MustCompile(`connection refused|broken pipe|connection reset by peer|EOF`)
-	if got.allowed || got.code != 500 || !strings.Contains(got.message, `failed calling webhook "validate.admitfn.io"`) || !down.MatchString(got.message) {
+	if got.allowed || got.code != 500 || !strings.Contains(got.message, `failed calling webhook "validate.`+k8sName(t)+`.admitfn.io"`) || !down.MatchString(got.message) {
 		t.Errorf("down, failurePolicy Fail: %+v", got)
 	}
 	expect(t, "down, failurePolicy Ignore", createSvc(), outcome{allowed: true})
