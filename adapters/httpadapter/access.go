@@ -168,6 +168,42 @@ func (a AnyOf) Challenge() string {
 	return strings.Join(c, ", ")
 }
 
+// AllOf accepts a request every one of its authenticators accepts: a
+// client certificate and a bearer token, say.
+type AllOf []Authenticator
+
+func (a AllOf) Authenticate(r *http.Request) bool {
+	for _, x := range a {
+		if !x.Authenticate(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a AllOf) Challenge() string {
+	var c []string
+	for _, x := range a {
+		if ch := x.Challenge(); ch != "" {
+			c = append(c, ch)
+		}
+	}
+	return strings.Join(c, ", ")
+}
+
+// ClientCertificates accepts a request over TLS whose client certificate
+// the handshake verified (tls.VerifyClientCertIfGiven with the client CAs):
+// mTLS checked per route, so that probes need no certificate.
+type ClientCertificates struct{}
+
+func (ClientCertificates) Authenticate(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+// Challenge is empty: a certificate is asked for in the TLS handshake, not
+// by WWW-Authenticate.
+func (ClientCertificates) Challenge() string { return "" }
+
 // matchDigest compares digests of equal length in constant time, against
 // every candidate.
 func matchDigest(candidates [][32]byte, d [32]byte) bool {

@@ -164,7 +164,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, route string) {
 	h.rejected.Add(1)
 	h.metrics.Rejected(r.Context())
-	w.Header().Set("WWW-Authenticate", h.auth.Challenge())
+	if c := h.auth.Challenge(); c != "" {
+		w.Header().Set("WWW-Authenticate", c)
+	}
 	w.Header().Set("Connection", "close")
 	WriteStatus(w, http.StatusUnauthorized, "authentication required")
 	h.logger(r).Warn().Str("route", route).Int("status", http.StatusUnauthorized).Msg("request without valid credentials")

@@ -119,7 +119,9 @@ func TestClientCertificates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Certificates = []tls.Certificate{pair}
+			// Sent whatever CAs the server names, as a client that
+			// has it would (Go's default sends only a matching one).
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 		}
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: patience}
 	}
@@ -127,11 +129,23 @@ func TestClientCertificates(t *testing.T) {
 	if code, err := post(t, client(clientCA, clientCAKey), url, review(t)); err != nil || code != 200 {
 		t.Errorf("client certificate from the client CA: %d %v", code, err)
 	}
-	if _, err := post(t, client(nil, nil), url, review(t)); err == nil {
-		t.Error("no client certificate: accepted")
+	if code, err := post(t, client(nil, nil), url, review(t)); err != nil || code != 401 {
+		t.Errorf("no client certificate: %d %v, want 401", code, err)
 	}
-	if _, err := post(t, client(otherCA, otherCAKey), url, review(t)); err == nil {
-		t.Error("client certificate from another CA: accepted")
+	if code, err := post(t, client(otherCA, otherCAKey), url, review(t)); err == nil {
+		t.Errorf("client certificate from another CA: the handshake passed (%d)", code)
+	}
+	// Probes need no certificate; the detailed readiness does.
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 401} {
+		resp, err := client(nil, nil).Get("https://" + addr + path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s without a certificate: %d %s, want %d", path, resp.StatusCode, body, want)
+		}
 	}
 	if _, err := parseConfig([]string{"-client-ca", "ca.pem"}, func(string) string { return "" }, io.Discard); err == nil ||
 		err.Error() != "-client-ca verifies client certificates, which needs HTTPS: set -tls-cert and -tls-key" {
@@ -204,5 +218,50 @@ func TestSlowAndOversizedClients(t *testing.T) {
 	code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t), "X-Padding", strings.Repeat("a", 100<<10))
 	if err != nil || code != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("100 KiB header: %d %v", code, err)
+	}
+}
+
+// With a client CA and a tokens file, a review needs both.
+func TestClientCertificateAndToken(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, serverCAKey := newCA(t, "server-ca")
+	clientCA, clientCAKey := newCA(t, "client-ca")
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, b, 0o600)
+		return p
+	}
+	certPEM, keyPEM := issue(t, serverCA, serverCAKey, x509.ExtKeyUsageServerAuth)
+	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", write("tls.crt", certPEM), "-tls-key", write("tls.key", keyPEM),
+		"-client-ca", write("client-ca.pem", pemCert(clientCA)), "-auth-tokens-file", write("tokens", []byte("s3cret-token-value\n"))}, nil)
+	roots := x509.NewCertPool()
+	roots.AddCert(serverCA)
+	c, k := issue(t, clientCA, clientCAKey, x509.ExtKeyUsageClientAuth)
+	pair, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		cert, token bool
+		want        int
+	}{{"both", true, true, 200}, {"certificate only", true, false, 401}, {"token only", false, true, 401}} {
+		cfg := &tls.Config{RootCAs: roots}
+		if tc.cert {
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		req, _ := http.NewRequest("POST", "https://"+addr+"/validate?timeout=10s", strings.NewReader(review(t)))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.token {
+			req.Header.Set("Authorization", "Bearer s3cret-token-value")
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: patience}).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -82,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	tokens := fs.String("tokens", env("ADMITFN_TOKENS", ""), "path tokens, comma-separated: reviews are served on /<token>/validate… (ADMITFN_TOKENS; prefer the variable: flags show in ps)")
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", env("ADMITFN_AUTH_TOKENS_FILE", ""), "file of bearer tokens, one per line, one of which each review must carry (ADMITFN_AUTH_TOKENS_FILE)")
 	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
-	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: require and verify client certificates signed by it (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
+	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: reviews and /metrics need a client certificate signed by it, probes do not (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most; at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
@@ -255,8 +255,9 @@ func access(cfg config) ([]httpadapter.Option, *tls.Config, error) {
 		}
 		auths = append(auths, a)
 	}
+	var auth httpadapter.Authenticator
 	if len(auths) > 0 {
-		opts = append(opts, httpadapter.WithAuthenticator(auths))
+		auth = auths
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.clientCA != "" {
@@ -269,7 +270,19 @@ func access(cfg config) ([]httpadapter.Option, *tls.Config, error) {
 			return nil, nil, fmt.Errorf("%s: no PEM certificates", cfg.clientCA)
 		}
 		tlsConfig.ClientCAs = pool
-		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		// A certificate, when sent, must verify in the handshake; whether
+		// one is required is the route's business: reviews, /metrics and
+		// the detailed /readyz need one, /healthz and the bare /readyz do
+		// not, so platform probes work without.
+		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
+		if auth == nil {
+			auth = httpadapter.ClientCertificates{}
+		} else {
+			auth = httpadapter.AllOf{httpadapter.ClientCertificates{}, auth}
+		}
+	}
+	if auth != nil {
+		opts = append(opts, httpadapter.WithAuthenticator(auth))
 	}
 	return opts, tlsConfig, nil
 }
