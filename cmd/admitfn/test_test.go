@@ -235,3 +235,34 @@ func TestPoliciesDocTestFilePasses(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// docs/policies.md's five-minute walk-through: the files it writes, tested
+// as it says, print what it shows.
+func TestPoliciesDocWalkthrough(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policies.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)[strings.Index(string(doc), "## Write and test a policy in 5 minutes"):]
+	dir := t.TempDir()
+	files := regexp.MustCompile("(?s)cat > (\\S+) <<'EOF'\n(.*?)\nEOF\n").FindAllStringSubmatch(section, -1)
+	if len(files) != 2 {
+		t.Fatalf("docs/policies.md: %d files in the walk-through, want 2", len(files))
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f[1])
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(f[2]+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := regexp.MustCompile("(?s)go run ./cmd/admitfn test my-policies\n```\n\n```\n(.*?)```").FindStringSubmatch(section)
+	if want == nil {
+		t.Fatal("docs/policies.md: no output of the walk-through's test run")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"test", filepath.Join(dir, "my-policies")}, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), dir+string(filepath.Separator), ""); code != 0 || got != want[1] {
+		t.Errorf("exit %d %s\n%s\nwant\n%s", code, stderr.String(), got, want[1])
+	}
+}
