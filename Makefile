@@ -50,7 +50,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: policyreport-deps release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf bench clean
+.PHONY: policyreport-deps release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -160,6 +160,11 @@ run-gcf: ## serve ADMITFN_POLICIES through functions-framework-go on 127.0.0.1:$
 	@# running as its child.
 	$(GO) build -o $(BIN)/gcf-runner ./functions/gcf/runner
 	LOCAL_ONLY=true PORT=$(PORT) ADMITFN_POLICIES=$(ADMITFN_POLICIES) FUNCTION_TARGET=Admitfn exec $(BIN)/gcf-runner
+
+run-lambda: ## the Lambda bootstrap serving ADMITFN_POLICIES behind a Function URL stand-in on http://$(ADDR), as AWS runs it
+	CGO_ENABLED=0 $(GO) build -tags lambda.norpc -o $(BIN)/bootstrap ./functions/awslambda
+	$(GO) build -o $(BIN)/runlambda ./hack/runlambda
+	ADMITFN_POLICIES=$(ADMITFN_POLICIES) exec $(BIN)/runlambda -addr $(ADDR) -bootstrap $(BIN)/bootstrap
 
 # Fuzz targets: package and name. Each runs for FUZZTIME; the corpus a run
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
