@@ -93,24 +93,31 @@ func parseAndAccess(env map[string]string) (config, error) {
 	return cfg, err
 }
 
-// With -client-ca the server requires a client certificate signed by that
-// CA: mTLS, the third way kube-apiserver can authenticate to a webhook.
-func TestClientCertificates(t *testing.T) {
+// startMTLS starts the server over HTTPS with -client-ca (and args) and
+// returns its address, the roots that trust it, and the client CA.
+func startMTLS(t *testing.T, args ...string) (addr string, roots *x509.CertPool, clientCA *x509.Certificate, clientCAKey *ecdsa.PrivateKey) {
+	t.Helper()
 	dir := t.TempDir()
 	serverCA, serverCAKey := newCA(t, "server-ca")
-	clientCA, clientCAKey := newCA(t, "client-ca")
-	otherCA, otherCAKey := newCA(t, "other-ca")
+	clientCA, clientCAKey = newCA(t, "client-ca")
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, b, 0o600)
 		return p
 	}
 	certPEM, keyPEM := issue(t, serverCA, serverCAKey, x509.ExtKeyUsageServerAuth)
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples,
-		"-tls-cert", write("tls.crt", certPEM), "-tls-key", write("tls.key", keyPEM), "-client-ca", write("client-ca.pem", pemCert(clientCA))}, nil)
-
-	roots := x509.NewCertPool()
+	addr, _ = start(t, append([]string{"-addr", "127.0.0.1:0", "-policies", examples,
+		"-tls-cert", write("tls.crt", certPEM), "-tls-key", write("tls.key", keyPEM), "-client-ca", write("client-ca.pem", pemCert(clientCA))}, args...), nil)
+	roots = x509.NewCertPool()
 	roots.AddCert(serverCA)
+	return addr, roots, clientCA, clientCAKey
+}
+
+// With -client-ca, reviews need a client certificate signed by that CA:
+// mTLS, the third way kube-apiserver can authenticate to a webhook.
+func TestClientCertificates(t *testing.T) {
+	addr, roots, clientCA, clientCAKey := startMTLS(t)
+	otherCA, otherCAKey := newCA(t, "other-ca")
 	client := func(ca *x509.Certificate, key *ecdsa.PrivateKey) *http.Client {
 		cfg := &tls.Config{RootCAs: roots}
 		if ca != nil {
@@ -223,19 +230,9 @@ func TestSlowAndOversizedClients(t *testing.T) {
 
 // With a client CA and a tokens file, a review needs both.
 func TestClientCertificateAndToken(t *testing.T) {
-	dir := t.TempDir()
-	serverCA, serverCAKey := newCA(t, "server-ca")
-	clientCA, clientCAKey := newCA(t, "client-ca")
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		os.WriteFile(p, b, 0o600)
-		return p
-	}
-	certPEM, keyPEM := issue(t, serverCA, serverCAKey, x509.ExtKeyUsageServerAuth)
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", write("tls.crt", certPEM), "-tls-key", write("tls.key", keyPEM),
-		"-client-ca", write("client-ca.pem", pemCert(clientCA)), "-auth-tokens-file", write("tokens", []byte("s3cret-token-value\n"))}, nil)
-	roots := x509.NewCertPool()
-	roots.AddCert(serverCA)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("s3cret-token-value\n"), 0o600)
+	addr, roots, clientCA, clientCAKey := startMTLS(t, "-auth-tokens-file", tokens)
 	c, k := issue(t, clientCA, clientCAKey, x509.ExtKeyUsageClientAuth)
 	pair, err := tls.X509KeyPair(c, k)
 	if err != nil {
