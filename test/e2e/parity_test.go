@@ -58,7 +58,7 @@ type observed struct {
 
 var (
 	nativePrefix = regexp.MustCompile(`^[a-z0-9.-]+ "[^"]*" is forbidden: `)
-	webhookKey   = regexp.MustCompile(`^[a-z0-9.-]+\.admitfn\.io/`)
+	webhookKey   = regexp.MustCompile(`^([0-9a-f]+\.)?(validate|mutate)\.[a-z0-9.-]*admitfn\.io/`)
 )
 
 // normaliseAnnotations maps both paths' audit keys to "<policy>/<key>" and
