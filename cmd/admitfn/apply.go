@@ -277,11 +277,9 @@ func (c *cli) readAllManifests(paths []string, declared map[string]map[string]st
 	for _, file := range files {
 		var r io.Reader
 		if file == "-" {
-			if c.stdinTaken {
-				return nil, usagef("standard input (-) can be read only once")
+			if r, err = c.stdin(); err != nil {
+				return nil, err
 			}
-			c.stdinTaken = true
-			r = c.in
 		} else {
 			f, err := os.Open(file)
 			if err != nil {
@@ -397,54 +395,12 @@ func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m 
 		return r.Response.Allowed
 	}
 
-	type called struct {
-		g       *policy.Group
-		version int
+	obj, version, ok, err := mutateAll(ctx, eng, declared, tc, obj, answer)
+	if err != nil {
+		return fail(err)
 	}
-	version := 0
-	var ifNeeded []called
-	mutateWith := func(g *policy.Group) (bool, error) {
-		r, sent, err := sendTo(ctx, eng, g, declared, tc, obj, nil)
-		if err != nil || !sent {
-			return err == nil, err
-		}
-		if !answer(r) {
-			return false, nil
-		}
-		if len(r.Response.Patch) > 0 {
-			if obj, err = applyPatch(obj, r.Response.Patch); err != nil {
-				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
-			}
-			version++
-		}
-		return true, nil
-	}
-	for _, g := range eng.Groups() {
-		if g.Type != policy.Mutating {
-			continue
-		}
-		ok, err := mutateWith(g)
-		if err != nil {
-			return fail(err)
-		}
-		if !ok {
-			return res
-		}
-		if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-			ifNeeded = append(ifNeeded, called{g, version})
-		}
-	}
-	for _, cl := range ifNeeded {
-		if version == cl.version {
-			continue
-		}
-		ok, err := mutateWith(cl.g)
-		if err != nil {
-			return fail(err)
-		}
-		if !ok {
-			return res
-		}
+	if !ok {
+		return res
 	}
 	if version > 0 {
 		ops, err := jsondiff.Compare(m.obj.Object, obj)

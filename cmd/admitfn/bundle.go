@@ -49,11 +49,11 @@ func (c *cli) readBundle(path string) ([]policy.Source, error) {
 	case "":
 		return nil, usagef("name the bundle with -p/--policies: a directory, a YAML or JSON file, - for standard input, or s3://bucket/prefix or gs://bucket/prefix")
 	case "-":
-		if c.stdinTaken {
-			return nil, usagef("standard input (-) can be read only once")
+		in, err := c.stdin()
+		if err != nil {
+			return nil, err
 		}
-		c.stdinTaken = true
-		data, err := io.ReadAll(io.LimitReader(c.in, maxStdinBundle+1))
+		data, err := io.ReadAll(io.LimitReader(in, maxStdinBundle+1))
 		if err != nil {
 			return nil, fmt.Errorf("read the bundle from standard input: %w", err)
 		}
@@ -121,6 +121,15 @@ func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
 		return nil, withCredentialHint(loc, fmt.Errorf("bundle %s: %w", path, err))
 	}
 	return snap.Sources, nil
+}
+
+// stdin hands out standard input, which one flag may name.
+func (c *cli) stdin() (io.Reader, error) {
+	if c.stdinTaken {
+		return nil, usagef("standard input (-) can be read only once")
+	}
+	c.stdinTaken = true
+	return c.in, nil
 }
 
 // loadBundle reads, parses and compiles the bundle at path, as a function

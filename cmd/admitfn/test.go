@@ -392,20 +392,7 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 		}
 		return out, nil
 	}
-	type called struct {
-		g       *policy.Group
-		version int
-	}
-	version := 0
-	var ifNeeded []called
-	call := func(g *policy.Group) (bool, error) {
-		res, sent, err := sendTo(ctx, eng, g, tf.Namespaces, c, obj, nil)
-		if err != nil {
-			return false, err
-		}
-		if !sent {
-			return true, nil
-		}
+	answer := func(res *engine.Result) bool {
 		out.Warnings = append(out.Warnings, res.Response.Warnings...)
 		for k, v := range res.Response.AuditAnnotations {
 			if out.AuditAnnotations == nil {
@@ -418,41 +405,25 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 			if s := res.Response.Result; s != nil {
 				out.Message, out.Code = s.Message, s.Code
 			}
-			return false, nil
 		}
-		if len(res.Response.Patch) > 0 {
-			if obj, err = applyPatch(obj, res.Response.Patch); err != nil {
-				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
-			}
-			version++
-		}
-		return true, nil
+		return res.Response.Allowed
 	}
-
-	groups := eng.Groups()
 	if c.Operation != admissionv1.Delete {
-		for _, g := range groups {
-			if g.Type != policy.Mutating {
-				continue
-			}
-			ok, err := call(g)
-			if err != nil || !ok {
-				return out, err
-			}
-			if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-				ifNeeded = append(ifNeeded, called{g, version})
-			}
-		}
-		for _, cl := range ifNeeded {
-			if version == cl.version {
-				continue // nothing changed the object since this webhook saw it
-			}
-			ok, err := call(cl.g)
-			if err != nil || !ok {
-				return out, err
-			}
+		var ok bool
+		var err error
+		if obj, _, ok, err = mutateAll(ctx, eng, tf.Namespaces, c, obj, answer); err != nil || !ok {
+			return out, err
 		}
 	}
+	// The first denial ends the request.
+	call := func(g *policy.Group) (bool, error) {
+		res, sent, err := sendTo(ctx, eng, g, tf.Namespaces, c, obj, nil)
+		if err != nil || !sent {
+			return err == nil, err
+		}
+		return answer(res), nil
+	}
+	groups := eng.Groups()
 	for _, g := range groups {
 		if g.Type != policy.Validating {
 			continue
@@ -466,6 +437,56 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, in
 		out.Object = obj
 	}
 	return out, nil
+}
+
+// mutateAll sends c with obj through the bundle's mutating webhooks as
+// kube-apiserver does: each in order, then once more each IfNeeded one
+// that a later webhook changed the object for. answer sees each response
+// and says whether the request goes on. It returns the mutated object,
+// how many patches changed it, and whether no webhook denied it.
+func mutateAll(ctx context.Context, eng *engine.Engine, declared map[string]map[string]string, c *testCase, obj map[string]any, answer func(*engine.Result) bool) (map[string]any, int, bool, error) {
+	type called struct {
+		g       *policy.Group
+		version int
+	}
+	version := 0
+	var ifNeeded []called
+	call := func(g *policy.Group) (bool, error) {
+		res, sent, err := sendTo(ctx, eng, g, declared, c, obj, nil)
+		if err != nil || !sent {
+			return err == nil, err
+		}
+		if !answer(res) {
+			return false, nil
+		}
+		if len(res.Response.Patch) > 0 {
+			if obj, err = applyPatch(obj, res.Response.Patch); err != nil {
+				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
+			}
+			version++
+		}
+		return true, nil
+	}
+	for _, g := range eng.Groups() {
+		if g.Type != policy.Mutating {
+			continue
+		}
+		if ok, err := call(g); err != nil || !ok {
+			return obj, version, false, err
+		}
+		if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			ifNeeded = append(ifNeeded, called{g, version})
+		}
+	}
+	for _, cl := range ifNeeded {
+		if version == cl.version {
+			continue // nothing changed the object since this webhook saw it
+		}
+		if ok, err := call(cl.g); err != nil || !ok {
+			return obj, version, false, err
+		}
+	}
+	return obj, version, true, nil
 }
 
 // prefixLine turns decodeTestFile's "12: …" into ":12: …" after the path,

@@ -135,6 +135,11 @@ func TestReleaseArtifacts(t *testing.T) {
 		!slices.Equal(config.Config.Env, []string{"ADMITFN_ADDR=:8080", "ADMITFN_POLICIES=/policies"}) {
 		t.Errorf("image config: %+v", config)
 	}
+	// The layout names the image for docker load as docs/install.md says.
+	index := sh(dir, nil, "tar", "xOf", "admitfn-server_"+version+"_oci.tar", "index.json")
+	if !strings.Contains(index, `"io.containerd.image.name":"docker.io/admitfn/admitfn-server:`+version+`"`) || !strings.Contains(index, `"org.opencontainers.image.ref.name":"`+version+`"`) {
+		t.Errorf("index.json names no image: %s", index)
+	}
 	copied := filepath.Join(t.TempDir(), "image")
 	sh(dir, nil, "skopeo", "copy", "--quiet", image, "dir:"+copied)
 	var manifest struct{ Layers []struct{ Digest string } }
