@@ -39,9 +39,10 @@ func main() {
 			fmt.Println(version.Get())
 			return
 		}
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "admitfn server:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return
 		}
+		fmt.Fprintln(os.Stderr, "admitfn server:", err)
 		os.Exit(1)
 	}
 }
