@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 // docs/cli.md is the reference of every command: each section's block is
@@ -16,7 +18,10 @@ func TestCLIReferenceIsTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(doc)
-	for _, cmd := range []string{"", "render", "test", "lint", "apply", "push", "keygen", "token", "version", "completion"} {
+	commands := []string{"", "render", "test", "lint", "apply", "push", "keygen", "token", "version", "completion"}
+	doccheck.Find(t, "docs/cli.md", len(commands))
+	const open = "\n\n<!-- checked by TestCLIReferenceIsTheHelp -->\n```text\n"
+	for _, cmd := range commands {
 		title, args := "## admitfn", []string{"--help"}
 		if cmd != "" {
 			title, args = title+" "+cmd, []string{cmd, "--help"}
@@ -25,12 +30,12 @@ func TestCLIReferenceIsTheHelp(t *testing.T) {
 		if code := run(args, &out, &out); code != 0 {
 			t.Fatalf("admitfn %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		}
-		start := strings.Index(text, "\n"+title+"\n\n```text\n")
+		start := strings.Index(text, "\n"+title+open)
 		if start < 0 {
 			t.Errorf("%s: no section %q with a text block", path, title)
 			continue
 		}
-		start += len("\n" + title + "\n\n```text\n")
+		start += len("\n" + title + open)
 		end := strings.Index(text[start:], "```\n")
 		if end < 0 {
 			t.Fatalf("%s: the block of %q does not end", path, title)

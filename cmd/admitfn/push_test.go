@@ -23,6 +23,7 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
 	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
 	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 func admitfn(args ...string) (code int, stdout, stderr string) {
@@ -263,13 +264,10 @@ func TestPushToAMissingBucket(t *testing.T) {
 // docs/bundles.md's push example is what pushing the example bundle
 // prints, but for the store's version ids, the serial and the expiry.
 func TestBundlesDocPushExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/bundles.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := regexp.MustCompile("(?s)```sh\nadmitfn push -p policies/examples --to s3://my-admitfn-policies/prod\n(.*?)```").FindSubmatch(doc)
-	if block == nil {
-		t.Fatal("docs/bundles.md: no push example of policies/examples")
+	block := doccheck.Find(t, "docs/bundles.md", 1)[0]
+	command, shown, _ := strings.Cut(block.Text, "\n")
+	if command != "admitfn push -p policies/examples --to s3://my-admitfn-policies/prod" {
+		t.Fatalf("%s: %q is not a push of the example bundle", block, command)
 	}
 	s := storetest.StartS3(t)
 	s.CreateBucket(t, "my-admitfn-policies", true)
@@ -286,7 +284,7 @@ func TestBundlesDocPushExample(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		got[normal(l)] = true
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(shown), "\n") {
 		l = strings.TrimPrefix(l, "# ")
 		if l != "…" && !got[normal(l)] {
 			t.Errorf("docs/bundles.md shows %q; push printed:\n%s", l, out)

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 const testOutput = `ok   testdata/tests/bundle/replicas_test.yaml: five replicas in prod are denied
@@ -194,42 +196,76 @@ cases:
 	}
 }
 
+// command splits an output block into its `$ command` line and what the
+// command printed.
+func command(t *testing.T, b doccheck.Block, want string) string {
+	t.Helper()
+	line, out, _ := strings.Cut(b.Text, "\n")
+	if line != "$ "+want {
+		t.Fatalf("%s: the block shows %q, want %q", b, line, "$ "+want)
+	}
+	return out
+}
+
+// docs/policies.md's run of the example tests is what admitfn test prints.
+func TestPoliciesDocExamples(t *testing.T) {
+	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn test policies/examples")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"test", "../../policies/examples"}, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), "../../", ""); code != 0 || got != want {
+		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
+	}
+}
+
 // docs/policies.md's failing case is what admitfn test prints for
 // testdata/shop.
 func TestPoliciesDocFailingCase(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/policies.md")
+	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn test shop/")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"test", "testdata/shop/"}, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), "testdata/shop/", "shop/"); code != 1 || got != want {
+		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
+	}
+}
+
+// docs/policies.md's lint output is what admitfn lint prints for
+// testdata/lint, with the page's policy name.
+func TestPoliciesDocLint(t *testing.T) {
+	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn lint -p my-policies")
+	dir := t.TempDir()
+	writeRenamed(t, "testdata/lint/policy.yaml", filepath.Join(dir, "my-policies", "policy.yaml"), "replicas.lint.admitfn.io")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"lint", "-p", filepath.Join(dir, "my-policies")}, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), dir+string(filepath.Separator), ""); code != 1 || got != want {
+		t.Errorf("exit %d; admitfn lint printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
+	}
+}
+
+// writeRenamed copies a test bundle's file to dst, its policy named as the
+// documentation names it: replicas.example.com.
+func writeRenamed(t *testing.T, src, dst, name string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)```\n\\$ admitfn test shop/\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatal("docs/policies.md: no failing-case example")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"test", "testdata/shop/"}, &stdout, &stderr)
-	if got := strings.ReplaceAll(stdout.String(), "testdata/shop/", "shop/"); code != 1 || got != string(m[1]) {
-		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, m[1])
+	if err := os.WriteFile(dst, bytes.ReplaceAll(data, []byte(name), []byte("replicas.example.com")), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // docs/policies.md's annotated test file passes against the bundle it
 // describes (testdata/tests/bundle, with the page's policy name).
 func TestPoliciesDocTestFilePasses(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/policies.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```yaml\n(# replicas_test.yaml, beside the policies\n.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatal("docs/policies.md: no annotated test file")
-	}
-	policy, err := os.ReadFile("testdata/tests/bundle/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := doccheck.Find(t, "docs/policies.md", 1)[0]
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "policy.yaml"), bytes.ReplaceAll(policy, []byte("replicas.test.admitfn.io"), []byte("replicas.example.com")), 0o644)
-	os.WriteFile(filepath.Join(dir, "replicas_test.yaml"), m[1], 0o644)
+	writeRenamed(t, "testdata/tests/bundle/policy.yaml", filepath.Join(dir, "policy.yaml"), "replicas.test.admitfn.io")
+	if err := os.WriteFile(filepath.Join(dir, "replicas_test.yaml"), []byte(file.Text), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"test", dir}, &stdout, &stderr); code != 0 || !strings.HasSuffix(stdout.String(), "PASS: 1 case\n") {
 		t.Errorf("exit %d\n%s%s", code, stdout.String(), stderr.String())
@@ -239,15 +275,12 @@ func TestPoliciesDocTestFilePasses(t *testing.T) {
 // docs/policies.md's five-minute walk-through: the files it writes, tested
 // as it says, print what it shows.
 func TestPoliciesDocWalkthrough(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/policies.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(doc)[strings.Index(string(doc), "## Write and test a policy in 5 minutes"):]
+	blocks := doccheck.Find(t, "docs/policies.md", 2) // the commands, their output
+	script := blocks[0].Text
 	dir := t.TempDir()
-	files := regexp.MustCompile("(?s)cat > (\\S+) <<'EOF'\n(.*?)\nEOF\n").FindAllStringSubmatch(section, -1)
-	if len(files) != 2 {
-		t.Fatalf("docs/policies.md: %d files in the walk-through, want 2", len(files))
+	files := regexp.MustCompile("(?s)cat > (\\S+) <<'EOF'\n(.*?)\nEOF\n").FindAllStringSubmatch(script, -1)
+	if len(files) != 2 || !strings.HasPrefix(script, "mkdir -p my-policies\n") || !strings.HasSuffix(script, "EOF\ngo run ./cmd/admitfn test my-policies\n") {
+		t.Fatalf("%s: not the two files and the test run of the walk-through", blocks[0])
 	}
 	for _, f := range files {
 		p := filepath.Join(dir, f[1])
@@ -256,13 +289,9 @@ func TestPoliciesDocWalkthrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := regexp.MustCompile("(?s)go run ./cmd/admitfn test my-policies\n```\n\n```\n(.*?)```").FindStringSubmatch(section)
-	if want == nil {
-		t.Fatal("docs/policies.md: no output of the walk-through's test run")
-	}
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"test", filepath.Join(dir, "my-policies")}, &stdout, &stderr)
-	if got := strings.ReplaceAll(stdout.String(), dir+string(filepath.Separator), ""); code != 0 || got != want[1] {
-		t.Errorf("exit %d %s\n%s\nwant\n%s", code, stderr.String(), got, want[1])
+	if got := strings.ReplaceAll(stdout.String(), dir+string(filepath.Separator), ""); code != 0 || got != blocks[1].Text {
+		t.Errorf("exit %d %s\n%s\nwant\n%s", code, stderr.String(), got, blocks[1].Text)
 	}
 }

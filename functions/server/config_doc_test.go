@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md's flag reference")
@@ -18,6 +20,7 @@ var update = flag.Bool("update", false, "rewrite docs/configuration.md's flag re
 // environment variable and default, so the page cannot miss one.
 func TestConfigurationDocIsTheHelp(t *testing.T) {
 	const path = "../../docs/configuration.md"
+	doccheck.Find(t, "docs/configuration.md", 1)
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +30,7 @@ func TestConfigurationDocIsTheHelp(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	text := string(doc)
-	const open = "it):\n\n```text\n"
+	const open = "it):\n\n<!-- checked by TestConfigurationDocIsTheHelp -->\n```text\n"
 	start := strings.Index(text, open)
 	if start < 0 {
 		t.Fatalf("%s: no text block for the server's -h", path)
@@ -48,17 +51,14 @@ func TestConfigurationDocIsTheHelp(t *testing.T) {
 // docs/policies.md's bundle that does not load: the server run on it
 // prints what the page shows, but for the time.
 func TestPoliciesDocLoadError(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/policies.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)With\nthis `my-policies/p.yaml`:\n\n```yaml\n(.*?)```.*?```\n\\$ go run ./functions/server -policies ./my-policies\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatal("docs/policies.md: no load-error example")
+	blocks := doccheck.Find(t, "docs/policies.md", 2) // the bundle, the server's output
+	command, output, ok := strings.Cut(blocks[1].Text, "\n")
+	if blocks[0].Lang != "yaml" || !ok || command != "$ go run ./functions/server -policies ./my-policies" {
+		t.Fatalf("%s, %s: not a bundle and the server's output on it", blocks[0], blocks[1])
 	}
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "my-policies"), 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "my-policies", "p.yaml"), m[1], 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "my-policies", "p.yaml"), []byte(blocks[0].Text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(serverBinary(t), "-policies", "./my-policies")
@@ -69,7 +69,7 @@ func TestPoliciesDocLoadError(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	stamp := regexp.MustCompile(`"time":"[^"]+"`)
-	if got, want := stamp.ReplaceAllString(string(out), `"time":"T"`), stamp.ReplaceAllString(string(m[2]), `"time":"T"`); got != want {
+	if got, want := stamp.ReplaceAllString(string(out), `"time":"T"`), stamp.ReplaceAllString(output, `"time":"T"`); got != want {
 		t.Errorf("the server printed:\n%s\ndocs/policies.md shows:\n%s", got, want)
 	}
 }

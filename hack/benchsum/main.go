@@ -152,12 +152,16 @@ func writeResults(doc []byte, section string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// checked marks each block of the results for the test that holds the
+// summary to being what benchsum makes of the raw output.
+const checked = "<!-- checked by TestPerformanceResults -->\n"
+
 // resultsSection is a run's dated summary and raw output, in Markdown.
 func resultsSection(at time.Time, machine string, summary []string, raw []byte) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`make bench` on %s (%s, %s):\n\n", at.UTC().Format("2006-01-02"), runtime.Version(), machine)
-	b.WriteString("```text\n" + strings.Join(summary, "\n") + "\n```\n\n")
-	b.WriteString("The benchmarks' output (`dist/bench.txt`):\n\n```text\n")
+	b.WriteString(checked + "```text\n" + strings.Join(summary, "\n") + "\n```\n\n")
+	b.WriteString("The benchmarks' output (`dist/bench.txt`):\n\n" + checked + "```text\n")
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 const output = `goos: linux
@@ -72,7 +75,7 @@ func TestBadFigure(t *testing.T) {
 func TestWriteResults(t *testing.T) {
 	at := time.Date(2026, 11, 25, 23, 0, 0, 0, time.UTC)
 	section := resultsSection(at, "linux/amd64, 2 CPUs", []string{"P1 2 target <=2 PASS"}, []byte(output))
-	want := "`make bench` on 2026-11-25 (" + runtime.Version() + ", linux/amd64, 2 CPUs):\n\n```text\nP1 2 target <=2 PASS\n```\n\n"
+	want := "`make bench` on 2026-11-25 (" + runtime.Version() + ", linux/amd64, 2 CPUs):\n\n" + checked + "```text\nP1 2 target <=2 PASS\n```\n\n"
 	if !strings.HasPrefix(section, want) {
 		t.Errorf("section starts\n%s\nwant\n%s", section, want)
 	}
@@ -93,4 +96,52 @@ func TestWriteResults(t *testing.T) {
 	if _, err := writeResults([]byte("# Perf\n"), section); err == nil || !strings.Contains(err.Error(), "no results section") {
 		t.Errorf("a document without markers: %v", err)
 	}
+}
+
+// docs/performance.md's results are what benchsum makes of the benchmark
+// lines they keep, and the page's two formats describe every line benchsum
+// prints.
+func TestPerformanceResults(t *testing.T) {
+	blocks := doccheck.Find(t, "docs/performance.md", 4) // two formats, the summary, the raw lines
+	summary, raw := blocks[2], blocks[3]
+	r, err := parse(strings.NewReader(raw.Text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, _ := summarize(r)
+	if got := strings.Join(lines, "\n") + "\n"; got != summary.Text {
+		t.Errorf("%s: benchsum makes of the run's lines\n%s\nwhere the page shows\n%s(make bench rewrites the results)", summary, got, summary.Text)
+	}
+	var formats []*regexp.Regexp
+	for _, b := range blocks[:2] {
+		formats = append(formats, formatRegexp(t, strings.TrimSpace(b.Text)))
+	}
+	test, _ := parse(strings.NewReader(output))
+	testLines, _ := summarize(test)
+	for _, l := range append(lines, testLines...) {
+		if !formats[0].MatchString(l) && !formats[1].MatchString(l) {
+			t.Errorf("%q fits neither format of docs/performance.md (%s, %s)", l, blocks[0], blocks[1])
+		}
+	}
+}
+
+// formatRegexp reads a format line: <placeholders>, a|b alternatives, and
+// literal words.
+func formatRegexp(t *testing.T, format string) *regexp.Regexp {
+	placeholders := strings.NewReplacer("<id>", `[A-Z]\d+`, "<ratio>", `(?:\d[\d.e+]*|n/a)`, "<op>", `(?:<=|>=)`, "<value>", `[\d.]+`)
+	var words []string
+	for _, w := range strings.Fields(format) {
+		switch {
+		case strings.Contains(w, "<"):
+			if regexp.MustCompile(`<[a-z]+>`).MatchString(placeholders.Replace(w)) {
+				t.Fatalf("format %q: unknown placeholder in %q", format, w)
+			}
+			words = append(words, placeholders.Replace(w))
+		case strings.Contains(w, "|"):
+			words = append(words, "(?:"+w+")")
+		default:
+			words = append(words, regexp.QuoteMeta(w))
+		}
+	}
+	return regexp.MustCompile("^" + strings.Join(words, " ") + "$")
 }

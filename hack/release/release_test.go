@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 // TestReleaseArtifacts checks what make release-check built (the
@@ -19,14 +21,7 @@ import (
 // unpacked and run without Go, the Lambda bootstrap run, the Cloud
 // Functions source and the OCI image opened, every SBOM read.
 func TestReleaseArtifacts(t *testing.T) {
-	dir := os.Getenv("ADMITFN_RELEASE_DIR")
-	if dir == "" {
-		if os.Getenv("ADMITFN_RELEASE_TESTS") == "required" {
-			t.Fatal("ADMITFN_RELEASE_DIR is not set")
-		}
-		t.Skip("ADMITFN_RELEASE_DIR is not set: make release-check builds the artifacts and runs this")
-	}
-	const version = "v0.0.0-ci"
+	dir := releaseDir(t)
 	versionLine := regexp.MustCompile(`^admitfn v0\.0\.0-ci \(revision [0-9a-f]{40}(-dirty)?, Kubernetes v1\.37\.2, go1\.\d+(\.\d+)?\)\n$`)
 	sh := func(dir string, env []string, name string, args ...string) string {
 		t.Helper()
@@ -180,6 +175,63 @@ func TestReleaseArtifacts(t *testing.T) {
 		}
 		if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Version != version || !found {
 			t.Errorf("%s.cdx.json: format %q, version %q, k8s.io/apiserver listed: %v", a, bom.BOMFormat, bom.Metadata.Component.Version, found)
+		}
+	}
+}
+
+// version is the one make release-check stamps.
+const version = "v0.0.0-ci"
+
+// releaseDir is where make release-check put the artifacts.
+func releaseDir(t *testing.T) string {
+	dir := os.Getenv("ADMITFN_RELEASE_DIR")
+	if dir == "" {
+		if os.Getenv("ADMITFN_RELEASE_TESTS") == "required" {
+			t.Fatal("ADMITFN_RELEASE_DIR is not set")
+		}
+		t.Skip("ADMITFN_RELEASE_DIR is not set: make release-check builds the artifacts and runs this")
+	}
+	return dir
+}
+
+// docs/install.md's steps and the README's, run as written against the
+// release, each from one directory, without Go, V set as the first step
+// sets it: curl -LO copies the file from the release, the version is the
+// release's, sudo install only checks its file, and the registry skopeo
+// copies to is a directory. Every comment in a step is output it must
+// print.
+func TestInstallDocs(t *testing.T) {
+	dir := releaseDir(t)
+	key := os.Getenv("ADMITFN_RELEASE_KEY")
+	if key == "" {
+		t.Fatal("ADMITFN_RELEASE_KEY is not set: the signature step needs the release's public key")
+	}
+	work, registry := t.TempDir(), t.TempDir()
+	pub, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "admitfn-release.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const stand = `set -eu
+curl() { [ "$1" = -LO ] && cp "$RELEASE/${2##*/}" .; }
+sudo() { [ "$1" = install ] && [ -x "$2" ]; }
+`
+	fill := strings.NewReplacer("v0.1.0", version, "docker://registry.example.com/", "dir:"+registry+"/")
+	comment := regexp.MustCompile(`(?m)(?:^|\s)# (.+)$`)
+	for _, step := range append(doccheck.Find(t, "docs/install.md", 4), doccheck.Find(t, "README.md", 1)...) {
+		cmd := exec.Command("sh", "-c", stand+fill.Replace(step.Text))
+		cmd.Dir, cmd.Env = work, []string{"PATH=/usr/bin:/bin", "HOME=" + work, "RELEASE=" + dir, "V=" + version}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", step, err, out)
+			continue
+		}
+		for _, c := range comment.FindAllStringSubmatch(step.Text, -1) {
+			if !strings.Contains(string(out), c[1]) {
+				t.Errorf("%s: the step says it prints %q; it printed:\n%s", step, c[1], out)
+			}
 		}
 	}
 }

@@ -51,9 +51,9 @@ func run(ctx context.Context, clients int, duration, window time.Duration, polic
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build the server: %w", err)
 	}
-	fmt.Printf("soak: %d clients for %v against the server with %s (%d reviews), %s, %d CPUs\n",
-		clients, duration, policies, len(cases), runtime.Version(), runtime.NumCPU())
-	rep, err := soak.Run(ctx, soak.Config{Server: bin, Policies: policies, Cases: cases, Clients: clients, Duration: duration, Window: window})
+	cfg := soak.Config{Server: bin, Policies: policies, Cases: cases, Clients: clients, Duration: duration, Window: window}
+	fmt.Print(cfg.Title())
+	rep, err := soak.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}

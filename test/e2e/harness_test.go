@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
+	"github.com/admitfn/admitfn/test/doccheck"
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
@@ -58,6 +59,9 @@ type cluster struct {
 	lambdaBin string // functions/awslambda built as `make lambda` builds it
 	gcfBin    string // functions/gcf's functions-framework runner
 	procs     []*exec.Cmd
+	// kube-apiserver sends authToken to a webhook at authAddr, as the
+	// kubeconfig of docs/security.md says.
+	authAddr, authToken string
 }
 
 var kube *cluster
@@ -224,11 +228,17 @@ rules:
 		return err
 	}
 
+	admissionConfig, err := c.writeAdmissionConfig()
+	if err != nil {
+		return err
+	}
+
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	if _, err := c.spawn("kube-apiserver", apiserverBin,
+		"--admission-control-config-file", admissionConfig,
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
 		// Since 1.37 the endpoint reconciler refuses a loopback address; the
@@ -262,6 +272,50 @@ rules:
 }
 
 // makeServingCert creates a CA and a certificate for 127.0.0.1 signed by it.
+// writeAdmissionConfig points the webhook admission plugins at the
+// kubeconfig docs/security.md shows, for a webhook at authAddr.
+func (c *cluster) writeAdmissionConfig() (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	c.authAddr, c.authToken = fmt.Sprintf("127.0.0.1:%d", port), "admitfn-e2e-webhook-token"
+	blocks, err := doccheck.Marked("docs/security.md", "TestWebhookAuthenticatesWithABearerToken")
+	if err != nil {
+		return "", err
+	}
+	if len(blocks) != 2 {
+		return "", fmt.Errorf("docs/security.md: %d blocks of the admission configuration and its kubeconfig, want 2", len(blocks))
+	}
+	kubeconfig := filepath.Join(c.dir, "admitfn-kubeconfig.yaml")
+	admission, err := fill(blocks[0], [][2]string{{"/etc/kubernetes/admitfn-kubeconfig.yaml", kubeconfig}}, 2)
+	if err != nil {
+		return "", err
+	}
+	user, err := fill(blocks[1], [][2]string{{"admitfn.internal:8443", c.authAddr}, {"<one line of the -auth-tokens-file>", c.authToken}}, 1)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(kubeconfig, []byte(user), 0o600); err != nil {
+		return "", err
+	}
+	file := filepath.Join(c.dir, "admission.yaml")
+	return file, os.WriteFile(file, []byte(admission), 0o600)
+}
+
+// fill replaces each placeholder of a documentation block, which
+// must occur there n times.
+func fill(b doccheck.Block, replacements [][2]string, n int) (string, error) {
+	text := b.Text
+	for _, r := range replacements {
+		if strings.Count(text, r[0]) != n {
+			return "", fmt.Errorf("%s: %q is not there %d times", b, r[0], n)
+		}
+		text = strings.ReplaceAll(text, r[0], r[1])
+	}
+	return text, nil
+}
+
 func (c *cluster) makeServingCert() error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -394,12 +448,12 @@ func (a *admitfn) Logs() string {
 
 // serve starts functions/server over HTTPS on bundleDir. It is stopped when
 // the test ends (or earlier with stop).
-func (c *cluster) serve(t *testing.T, bundleDir string, addr string) *admitfn {
+func (c *cluster) serve(t *testing.T, bundleDir string, addr string, extra ...string) *admitfn {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	cmd := exec.Command(c.serverBin, "-addr", addr, "-policies", bundleDir, "-tls-cert", c.certFile, "-tls-key", c.keyFile, "-log-level", "info")
+	cmd := exec.Command(c.serverBin, append([]string{"-addr", addr, "-policies", bundleDir, "-tls-cert", c.certFile, "-tls-key", c.keyFile, "-log-level", "info"}, extra...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/admitfn/admitfn/core/policy/slowpolicy"
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 func deploymentObj(name string, replicas int32, labels map[string]string) *appsv1.Deployment {
@@ -461,4 +467,46 @@ func TestSlowReviewAnswersBeforeTheApiserverGivesUp(t *testing.T) {
 	// Other ConfigMaps pass: the bundle matches only this name.
 	_, err = cs.CoreV1().ConfigMaps("e2e-slow").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "quick"}, Data: slowpolicy.Data()}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	expect(t, "other ConfigMap", result(err, w), outcome{allowed: true})
+}
+
+// kube-apiserver authenticates to the function with the kubeconfig
+// docs/security.md shows (the harness hands it to the admission plugins):
+// reviews carry the bearer token the server's -auth-tokens-file holds, and
+// a request without it is refused.
+func TestWebhookAuthenticatesWithABearerToken(t *testing.T) {
+	doccheck.Find(t, "docs/security.md", 2) // what the harness gave kube-apiserver
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("# kube-apiserver's, from its AdmissionConfiguration\n"+kube.authToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bundle := writeBundle(t, map[string]string{"p.yaml": replicasPolicy + binding("everywhere", "replicas.e2e.admitfn.io", "[Deny]", "")})
+	a := kube.serve(t, bundle, kube.authAddr, "-auth-tokens-file", tokens)
+	kube.install(t, kube.render(t, bundle, "https://"+a.addr, k8sName(t)).validating)
+	namespace(t, "e2e-auth", nil)
+	cs, w := kube.client(t)
+	var got outcome
+	waitFor(func() error {
+		_, err := cs.AppsV1().Deployments("e2e-auth").Create(context.Background(), deploymentObj("d", 5, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if got = result(err, w); got.allowed {
+			return fmt.Errorf("not yet active")
+		}
+		return nil
+	})
+	want := `admission webhook "validate.` + k8sName(t) + `.admitfn.io" denied the request: ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'everywhere' denied request: replicas must be at most 3, got 5`
+	if got.allowed || got.code != 403 || got.message != want {
+		t.Errorf("with the token: %+v, want 403 %q\n%s", got, want, a.Logs())
+	}
+
+	// The same review without the token.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(kube.caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	resp, err := client.Post("https://"+a.addr+"/validate", "application/json", strings.NewReader(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the token: HTTP %d, want 401", resp.StatusCode)
+	}
 }

@@ -3,9 +3,13 @@
 package layout
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 const module = "github.com/admitfn/admitfn/"
@@ -46,5 +50,56 @@ func TestNoProductionPackageImportsATestKit(t *testing.T) {
 	}
 	if production < 20 || kits < 8 {
 		t.Errorf("%d production packages and %d kits: the list no longer sees the repository", production, kits)
+	}
+}
+
+// CONTRIBUTING.md's layout names directories that exist, and every package
+// directory under core/, adapters/, functions/ and test/, and every
+// top-level directory.
+func TestContributingLayout(t *testing.T) {
+	tree := doccheck.Find(t, "CONTRIBUTING.md", 1)[0]
+	listed := map[string]bool{}
+	var parents []string // the directory last listed at each indentation level
+	for _, line := range strings.Split(strings.TrimSpace(tree.Text), "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		level := (len(line) - len(trimmed)) / 2
+		if level > len(parents) {
+			t.Fatalf("%s: %q is indented under nothing", tree, line)
+		}
+		name := strings.TrimSuffix(strings.Fields(trimmed)[0], "/")
+		path := name
+		if level > 0 {
+			path = parents[level-1] + "/" + name
+		}
+		if fi, err := os.Stat(filepath.Join("../..", path)); err != nil || !fi.IsDir() {
+			t.Errorf("%s: %s is not a directory", tree, path)
+		}
+		for p := path; p != "."; p = filepath.Dir(p) {
+			listed[p] = true
+		}
+		parents = append(parents[:level], path)
+	}
+	top, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && e.Name() != "dist" && e.Name() != "bin" && !listed[e.Name()] {
+			t.Errorf("%s: the top-level directory %s is not listed", tree, e.Name())
+		}
+	}
+	for _, dir := range []string{"core", "adapters", "functions", "test"} {
+		entries, err := os.ReadDir(filepath.Join("../..", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && !listed[dir+"/"+e.Name()] {
+				t.Errorf("%s: %s/%s is not listed", tree, dir, e.Name())
+			}
+		}
+	}
+	if len(listed) < 30 {
+		t.Errorf("%d directories listed: the tree was not read", len(listed))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +97,12 @@ func (r *Report) measured() bool { return r.FirstRSS > 0 && r.LastRSS > 0 }
 
 // OK is a run without errors and with flat memory.
 func (r *Report) OK() bool { return r.Requests > 0 && r.Errors == 0 && r.Flat() }
+
+// Title is the line `make soak` prints before it starts.
+func (c Config) Title() string {
+	return fmt.Sprintf("soak: %d clients for %v against the server with %s (%d reviews), %s, %d CPUs\n",
+		c.Clients, c.Duration, c.Policies, len(c.Cases), runtime.Version(), runtime.NumCPU())
+}
 
 // String is the report for people, one measure per line.
 func (r *Report) String() string {

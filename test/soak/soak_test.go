@@ -3,11 +3,13 @@ package soak
 import (
 	"context"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/test/doccheck"
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
@@ -35,11 +37,18 @@ func TestShortSoak(t *testing.T) {
 	if len(cases) != 10 {
 		t.Fatalf("%d cases, want the 10 golden reviews", len(cases))
 	}
-	rep, err := Run(context.Background(), Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 4, Duration: 3 * time.Second, Window: time.Second, Sample: 100 * time.Millisecond})
+	cfg := Config{Server: buildServer(t), Policies: "../../policies/examples", Cases: cases, Clients: 4, Duration: 3 * time.Second, Window: time.Second, Sample: 100 * time.Millisecond}
+	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep)
+	// docs/performance.md's run has the lines this one has.
+	verdict := regexp.MustCompile(`: (flat|GROWING|NOT MEASURED)\n`)
+	got := verdict.ReplaceAllString(doccheck.Shape(strings.Replace(cfg.Title()+rep.String(), "../../", "", 1)), ": VERDICT\n")
+	if want := verdict.ReplaceAllString(doccheck.Shape(doccheck.Find(t, "docs/performance.md", 1)[0].Text), ": VERDICT\n"); got != want {
+		t.Errorf("the soak prints\n%s\ndocs/performance.md shows\n%s", got, want)
+	}
 	if rep.Errors != 0 || rep.Requests < len(cases) {
 		t.Errorf("%d errors in %d requests: %v", rep.Errors, rep.Requests, rep.FirstErrors)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
 	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
 	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
+	"github.com/admitfn/admitfn/test/doccheck"
 	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
@@ -690,4 +692,34 @@ func TestHungStoreHoldsOneRequestAtMost(t *testing.T) {
 			}
 		}
 	})
+}
+
+// docs/bundles.md's /readyz after three failed checks is what Ready says,
+// but for the bundle's ID and location and the digests.
+func TestBundlesDocReadyz(t *testing.T) {
+	block := doccheck.Find(t, "docs/bundles.md", 1)[0]
+	command, want, _ := strings.Cut(block.Text, "\n")
+	if command != "$ curl http://127.0.0.1:8080/readyz" {
+		t.Fatalf("%s: %q is not a request of /readyz", block, command)
+	}
+	f := newFixture(t, backends[0].start(t), nil) // s3
+	f.publish(sources("A"), nil)
+	f.load()
+	f.publish(sources("B"), nil)
+	sum := sha256.Sum256(sources("B")[0].Data)
+	f.putManifest(bytes.Replace(f.manifest(), []byte(hex.EncodeToString(sum[:])), []byte(strings.Repeat("0", 64)), 1))
+	for range 3 { // checks at 10:00:50, 10:01:40 and 10:02:30
+		f.clock.Advance(50 * time.Second)
+		f.served("A")
+	}
+	f.clock.Advance(11 * time.Second)
+	ready, got := f.r.Ready()
+	mask := func(s string) string {
+		s = regexp.MustCompile(`bundle [0-9a-f]{16} from s3://[^,]+`).ReplaceAllString(s, "bundle ID from LOCATION")
+		s, _, _ = strings.Cut(s, "sha256 ")
+		return s
+	}
+	if !ready || mask(got) != mask(want) {
+		t.Errorf("ready %v:\n%s\ndocs/bundles.md shows:\n%s", ready, got, want)
+	}
 }

@@ -29,7 +29,7 @@ func StartGCSVersioned(t testing.TB) *GCS { return startGCS(t, "memory") }
 
 func startGCS(t testing.TB, backend string) *GCS {
 	t.Helper()
-	bin := binary(t, "ADMITFN_FAKE_GCS_SERVER", "fake-gcs-server")
+	bin := FakeGCSServer(t)
 	port := freePort(t)
 	g := &GCS{Host: addr(port)}
 	g.process = &process{t: t, name: "fake-gcs-server", bin: bin, addr: g.Host, ready: httpUp("http://" + g.Host + "/storage/v1/b"),

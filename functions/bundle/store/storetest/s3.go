@@ -32,7 +32,7 @@ const (
 // directory; the test's cleanup stops it.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
-	bin := binary(t, "ADMITFN_VERSITYGW", "versitygw")
+	bin := Versitygw(t)
 	dir := t.TempDir()
 	root, versions := filepath.Join(dir, "root"), filepath.Join(dir, "versions")
 	for _, d := range []string{root, versions} {

@@ -27,6 +27,15 @@ import (
 	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
+// Versitygw is the path of the versitygw binary ($ADMITFN_VERSITYGW).
+func Versitygw(t testing.TB) string { return binary(t, "ADMITFN_VERSITYGW", "versitygw") }
+
+// FakeGCSServer is the path of the fake-gcs-server binary
+// ($ADMITFN_FAKE_GCS_SERVER).
+func FakeGCSServer(t testing.TB) string {
+	return binary(t, "ADMITFN_FAKE_GCS_SERVER", "fake-gcs-server")
+}
+
 // binary finds a server binary or skips (fails, when required) the test.
 func binary(t testing.TB, env, name string) string {
 	t.Helper()
