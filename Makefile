@@ -32,6 +32,11 @@ CYCLONEDX_GOMOD   ?= $(TOOLS_DIR)/cyclonedx-gomod-$(CYCLONEDX_VERSION)/cyclonedx
 # npm registry at the versions hack/policyreport/package-lock.json pins.
 POLICYREPORT_HASH      := $(shell cat hack/policyreport/package-lock.json hack/policyreport/validate.mjs | sha256sum | cut -c1-12)
 POLICYREPORT_VALIDATOR ?= $(TOOLS_DIR)/policyreport-schema-$(POLICYREPORT_HASH)
+# The Terraform CLI of make tf-check: OpenTofu, built once per version from
+# the module proxy (hack/tools/tofu), as no package of Terraform or OpenTofu
+# can be installed here.
+TOFU_VERSION := v1.10.6
+TOFU         ?= $(TOOLS_DIR)/tofu-$(TOFU_VERSION)
 STORE_ENV := ADMITFN_POLICYREPORT_VALIDATOR=$(POLICYREPORT_VALIDATOR) ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -50,7 +55,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: policyreport-deps release release-check release-deps tf-check tf-test soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
+.PHONY: policyreport-deps release release-check release-deps tf-check tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -186,28 +191,25 @@ fuzz: ## every fuzz target for FUZZTIME each (default 60s; a count such as 20000
 fuzz-short: ## every fuzz target briefly (20,000 inputs each), as CI runs them
 	$(MAKE) fuzz FUZZTIME=20000x
 
-TERRAFORM ?= $(shell command -v terraform || command -v tofu)
-TF_MODULES := terraform/modules/bundle terraform/modules/aws-lambda terraform/modules/gcp-function terraform/modules/webhook
+TERRAFORM ?= $(shell command -v terraform)
+TF_SCHEMAS ?= ../shared/terraform-schemas
 
-tf-check: ## terraform fmt -check with the CLI when there is one; go test ./terraform checks the modules offline either way
+tf-check: $(TOFU) test-bin ## the Terraform modules and examples: fmt, then init, validate and test against the providers' recorded schemas, newest and lowest versions (with OpenTofu, and terraform when on PATH)
+	$(TOFU) fmt -check -recursive terraform/
+	ADMITFN_TF_CHECK=required ADMITFN_TERRAFORM=$(TOFU) $(TEST_ENV) $(GO) test -count=1 -run 'TestModulesAgainstProviderSchemas|TestProviderSchemasCatchMistakes' ./terraform
 	@if [ -n "$(TERRAFORM)" ]; then \
-		echo "$(TERRAFORM) fmt -check -recursive terraform/"; $(TERRAFORM) fmt -check -recursive terraform/ || exit 1; \
-		echo "$(TERRAFORM) validate and test terraform/modules/bundle (the one module without a provider: offline)"; \
-		$(TERRAFORM) -chdir=terraform/modules/bundle init -backend=false -input=false >/dev/null && \
-		$(TERRAFORM) -chdir=terraform/modules/bundle validate -no-color && \
-		$(TERRAFORM) -chdir=terraform/modules/bundle test -no-color || exit 1; \
-		echo "tf-check: the other modules need their providers from the registry to validate: make tf-test where it is reachable"; \
-	else \
-		echo "tf-check: no terraform or tofu on PATH: the CLI's fmt check is skipped; go test ./terraform (in make unit) parses, format-checks and checks every module"; \
+		echo "tf-check: again with $(TERRAFORM)"; \
+		ADMITFN_TF_CHECK=required ADMITFN_TERRAFORM=$(TERRAFORM) $(TEST_ENV) $(GO) test -count=1 -run 'TestModulesAgainstProviderSchemas|TestProviderSchemasCatchMistakes' ./terraform || exit 1; \
 	fi
 
-tf-test: ## terraform test (plan-only, mocked providers) for every module: needs the CLI (1.9+) and registry access
-	@test -n "$(TERRAFORM)" || { echo "tf-test: needs terraform (1.9 or later) or tofu on PATH"; exit 1; }
-	$(GO) run ./cmd/admitfn render -p policies/examples --url https://admitfn.invalid -o json > terraform/modules/webhook/tests/webhooks.json
-	@for m in $(TF_MODULES); do \
-		echo "== $$m"; \
-		$(TERRAFORM) -chdir=$$m init -backend=false -input=false >/dev/null && $(TERRAFORM) -chdir=$$m test || exit 1; \
-	done
+tf-schemas: ## refresh terraform/testdata/schemas from full provider schemas in TF_SCHEMAS, keeping the types the modules use
+	$(GO) run ./hack/tfschemas -from $(TF_SCHEMAS) -to terraform/testdata/schemas -uses terraform $(notdir $(wildcard terraform/testdata/schemas/*.json.gz))
+
+$(TOFU):
+	@mkdir -p $(TOOLS_DIR)
+	@echo "tf-check: building OpenTofu $(TOFU_VERSION), the Terraform CLI of the module checks (first run only: minutes on 2 CPUs)"
+	cd hack/tools/tofu && CGO_ENABLED=0 timeout $(BUILD_TIMEOUT) $(GO) build -trimpath -o $@.tmp github.com/opentofu/opentofu/cmd/tofu
+	mv $@.tmp $@
 
 soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on loopback: 0 errors, p99, RSS flat
 	$(GO) run ./hack/soak -clients $(SOAK_CLIENTS) -duration $(SOAK_DURATION)

@@ -10,5 +10,14 @@ terraform {
       source  = "hashicorp/kubernetes"
       version = ">= 2.30"
     }
+    # The modules' own: declared here so that tests' mocks reach them.
+    random = {
+      source  = "hashicorp/random"
+      version = ">= 3.9"
+    }
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.14"
+    }
   }
 }

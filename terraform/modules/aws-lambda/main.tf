@@ -30,10 +30,17 @@ resource "random_password" "token_b" {
 
 # --- the policy bucket
 
+locals {
+  # The provider allows a bucket_prefix of 37 characters at most (63 less
+  # its 26-character suffix), and bucket names hold no capitals or
+  # underscores: the function's name, made to fit.
+  bucket_prefix = "${trimsuffix(substr(replace(lower(var.name), "_", "-"), 0, 27), "-")}-policies-"
+}
+
 resource "aws_s3_bucket" "policies" {
   count               = var.create_bucket ? 1 : 0
   bucket              = var.bucket_name
-  bucket_prefix       = var.bucket_name == null ? "${lower(var.name)}-policies-" : null
+  bucket_prefix       = var.bucket_name == null ? local.bucket_prefix : null
   object_lock_enabled = var.object_lock_days > 0
   tags                = var.tags
 }

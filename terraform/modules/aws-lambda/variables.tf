@@ -134,6 +134,10 @@ variable "bucket_name" {
     condition     = var.create_bucket || var.bucket_name != null
     error_message = "bucket_name is required when create_bucket is false."
   }
+  validation {
+    condition     = var.bucket_name == null || can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name must be an S3 bucket name: 3 to 63 lower-case letters, digits, dots or hyphens, starting and ending with a letter or digit."
+  }
 }
 
 variable "policy_prefix" {

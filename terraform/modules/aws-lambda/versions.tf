@@ -11,11 +11,11 @@ terraform {
     }
     random = {
       source  = "hashicorp/random"
-      version = ">= 3.6"
+      version = ">= 3.9"
     }
     time = {
       source  = "hashicorp/time"
-      version = ">= 0.11"
+      version = ">= 0.14"
     }
   }
 }

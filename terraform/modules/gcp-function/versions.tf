@@ -5,15 +5,15 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 6.0"
+      version = ">= 6.11"
     }
     random = {
       source  = "hashicorp/random"
-      version = ">= 3.6"
+      version = ">= 3.9"
     }
     time = {
       source  = "hashicorp/time"
-      version = ">= 0.11"
+      version = ">= 0.14"
     }
   }
 }

@@ -1,5 +1,5 @@
-# Plan-only tests with mocked providers: `make tf-test` (needs the Terraform
-# CLI, 1.9 or later, and the providers from the registry).
+# Plan-only tests with mocked providers, run by make tf-check against the
+# providers' recorded schemas.
 
 mock_provider "aws" {
   mock_data "aws_partition" {
@@ -102,4 +102,26 @@ run "package_from_s3" {
     condition     = aws_lambda_function.this.s3_bucket == "releases" && aws_lambda_function.this.s3_key == "admitfn-lambda_v0.1.0_arm64.zip" && aws_lambda_function.this.filename == null
     error_message = "a release's zip in S3 is the function's code"
   }
+}
+
+# The longest name the module takes still makes a bucket prefix the aws
+# provider accepts (at most 37 characters, no capitals or underscores).
+run "long_name_fits_the_bucket_prefix" {
+  command = plan
+  variables {
+    name = "Platform_Admission_Functions_For_The_Shop_Cluster_Eu1"
+  }
+  assert {
+    condition     = aws_s3_bucket.policies[0].bucket_prefix == "platform-admission-function-policies-" && length(aws_s3_bucket.policies[0].bucket_prefix) <= 37
+    error_message = "the bucket prefix is the name lower-cased, hyphenated and cut to fit 37 characters"
+  }
+}
+
+run "bucket_name_must_be_an_s3_name" {
+  command = plan
+  variables {
+    create_bucket = false
+    bucket_name   = "My_Policies"
+  }
+  expect_failures = [var.bucket_name]
 }

@@ -1,4 +1,4 @@
-# `make tf-test`: the files and sizes the module computes for the example
+# make tf-check: the files and sizes the module computes for the example
 # bundle (no provider).
 
 variables {

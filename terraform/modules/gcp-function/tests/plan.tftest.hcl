@@ -1,5 +1,5 @@
-# Plan-only tests with mocked providers: `make tf-test` (needs the Terraform
-# CLI, 1.9 or later, and the providers from the registry).
+# Plan-only tests with mocked providers, run by make tf-check against the
+# providers' recorded schemas.
 
 mock_provider "google" {}
 mock_provider "random" {}

@@ -1,16 +1,27 @@
-# Plan-only tests with a mocked provider: `make tf-test` (needs the
-# Terraform CLI, 1.9 or later, and the provider from the registry). The
-# configurations file is written by `make tf-test` with `admitfn render`.
+# Plan-only tests with a mocked provider, run by make tf-check against the
+# provider's recorded schemas. tests/webhooks.json is what `admitfn render`
+# makes of the example bundle (make tf-check writes it).
 
 mock_provider "kubernetes" {}
 
+run "load" {
+  module {
+    source = "./tests/load"
+  }
+  variables {
+    file = "tests/webhooks.json"
+  }
+}
+
 variables {
-  configurations = jsondecode(file("tests/webhooks.json"))
-  base_url       = "https://abc.lambda-url.eu-west-1.on.aws/TOKEN"
+  base_url = "https://abc.lambda-url.eu-west-1.on.aws/TOKEN"
 }
 
 run "rendered_examples" {
   command = plan
+  variables {
+    configurations = run.load.configurations
+  }
 
   assert {
     condition     = length(kubernetes_validating_webhook_configuration_v1.this) == 1 && length(kubernetes_mutating_webhook_configuration_v1.this) == 1
@@ -29,7 +40,8 @@ run "rendered_examples" {
 run "plain_http" {
   command = plan
   variables {
-    base_url = "http://abc.example.com/TOKEN"
+    configurations = run.load.configurations
+    base_url       = "http://abc.example.com/TOKEN"
   }
   expect_failures = [var.base_url]
 }

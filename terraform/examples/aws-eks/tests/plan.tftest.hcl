@@ -1,0 +1,46 @@
+# Plan-only tests with mocked providers, run by make tf-check against the
+# providers' recorded schemas. webhooks.json is what `admitfn render` makes
+# of the example bundle (make tf-check writes it, as the README says).
+
+mock_provider "aws" {
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{}" }
+  }
+  mock_data "aws_eks_cluster" {
+    defaults = {
+      endpoint              = "https://0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com"
+      certificate_authority = [{ data = "Y2E=" }]
+    }
+  }
+  mock_resource "aws_lambda_function_url" {
+    defaults = { function_url = "https://abc123.lambda-url.eu-west-1.on.aws/" }
+  }
+  mock_data "aws_eks_cluster_auth" {
+    defaults = { token = "k8s-aws-v1.token" }
+  }
+}
+mock_provider "kubernetes" {}
+mock_provider "random" {}
+mock_provider "time" {}
+
+variables {
+  region       = "eu-west-1"
+  cluster_name = "shop"
+  lambda_zip   = "../../modules/aws-lambda/tests/fake-lambda.zip"
+}
+
+run "function_and_webhooks" {
+  command = plan
+
+  assert {
+    condition     = module.admitfn.function_name == "admitfn-shop"
+    error_message = "the function is named after the cluster"
+  }
+  assert {
+    condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
+    error_message = "the example bundle's validating and mutating configurations, with their six webhooks, go into the cluster"
+  }
+}
