@@ -37,6 +37,10 @@ POLICYREPORT_VALIDATOR ?= $(TOOLS_DIR)/policyreport-schema-$(POLICYREPORT_HASH)
 # can be installed here.
 TOFU_VERSION := v1.10.6
 TOFU         ?= $(TOOLS_DIR)/tofu-$(TOFU_VERSION)
+# terraform-docs writes the modules' input and output tables (hack/tools/terraform-docs).
+TFDOCS_VERSION := v0.20.0
+TFDOCS         ?= $(TOOLS_DIR)/terraform-docs-$(TFDOCS_VERSION)
+TF_DIRS        := $(wildcard terraform/modules/* terraform/examples/*)
 STORE_ENV := ADMITFN_POLICYREPORT_VALIDATOR=$(POLICYREPORT_VALIDATOR) ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -55,7 +59,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: policyreport-deps release release-check release-deps tf-check tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
+.PHONY: policyreport-deps release release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -194,16 +198,28 @@ fuzz-short: ## every fuzz target briefly (20,000 inputs each), as CI runs them
 TERRAFORM ?= $(shell command -v terraform)
 TF_SCHEMAS ?= ../shared/terraform-schemas
 
-tf-check: $(TOFU) test-bin ## the Terraform modules and examples: fmt, then init, validate and test against the providers' recorded schemas, newest and lowest versions (with OpenTofu, and terraform when on PATH)
+tf-check: $(TOFU) $(TFDOCS) test-bin ## the Terraform modules and examples: fmt, README tables, then init, validate and test against the providers' recorded schemas, newest and lowest versions (with OpenTofu, and terraform when on PATH)
 	$(TOFU) fmt -check -recursive terraform/
+	@for d in $(TF_DIRS); do \
+		$(TFDOCS) markdown table --output-file README.md --output-mode inject --sort-by required --output-check $$d >/dev/null || { echo "tf-check: $$d/README.md: the tables are not current: make tf-docs"; exit 1; }; \
+	done
 	ADMITFN_TF_CHECK=required ADMITFN_TERRAFORM=$(TOFU) $(TEST_ENV) $(GO) test -count=1 -run 'TestModulesAgainstProviderSchemas|TestProviderSchemasCatchMistakes' ./terraform
 	@if [ -n "$(TERRAFORM)" ]; then \
 		echo "tf-check: again with $(TERRAFORM)"; \
 		ADMITFN_TF_CHECK=required ADMITFN_TERRAFORM=$(TERRAFORM) $(TEST_ENV) $(GO) test -count=1 -run 'TestModulesAgainstProviderSchemas|TestProviderSchemasCatchMistakes' ./terraform || exit 1; \
 	fi
 
+tf-docs: $(TFDOCS) ## rewrite the input, output and resource tables of every module's and example's README.md
+	@for d in $(TF_DIRS); do $(TFDOCS) markdown table --output-file README.md --output-mode inject --sort-by required $$d || exit 1; done
+
 tf-schemas: ## refresh terraform/testdata/schemas from full provider schemas in TF_SCHEMAS, keeping the types the modules use
 	$(GO) run ./hack/tfschemas -from $(TF_SCHEMAS) -to terraform/testdata/schemas -uses terraform $(notdir $(wildcard terraform/testdata/schemas/*.json.gz))
+
+$(TFDOCS):
+	@mkdir -p $(TOOLS_DIR)
+	@echo "tf-check: building terraform-docs $(TFDOCS_VERSION) (first run only)"
+	cd hack/tools/terraform-docs && CGO_ENABLED=0 timeout $(BUILD_TIMEOUT) $(GO) build -trimpath -o $@.tmp github.com/terraform-docs/terraform-docs
+	mv $@.tmp $@
 
 $(TOFU):
 	@mkdir -p $(TOOLS_DIR)

@@ -272,19 +272,23 @@ resource "aws_iam_role" "r" {
 	}
 }
 
-// make tf-check builds the OpenTofu hack/tools/tofu requires.
-func TestTofuVersionIsTheToolsModules(t *testing.T) {
+// make tf-check builds the OpenTofu and terraform-docs the tools modules
+// require.
+func TestToolVersionsAreTheToolsModules(t *testing.T) {
 	makefile, err := os.ReadFile("../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gomod, err := os.ReadFile("../hack/tools/tofu/go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := regexp.MustCompile(`(?m)^TOFU_VERSION := (\S+)$`).FindSubmatch(makefile)
-	got := regexp.MustCompile(`(?m)^require github.com/opentofu/opentofu (\S+)$`).FindSubmatch(gomod)
-	if want == nil || got == nil || string(got[1]) != string(want[1]) {
-		t.Errorf("the Makefile's TOFU_VERSION %q, hack/tools/tofu requires %q", want, got)
+	for variable, tool := range map[string]string{"TOFU_VERSION": "tofu:github.com/opentofu/opentofu", "TFDOCS_VERSION": "terraform-docs:github.com/terraform-docs/terraform-docs"} {
+		dir, module, _ := strings.Cut(tool, ":")
+		gomod, err := os.ReadFile(filepath.Join("../hack/tools", dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := regexp.MustCompile(`(?m)^` + variable + ` := (\S+)$`).FindSubmatch(makefile)
+		got := regexp.MustCompile(`(?m)^require ` + regexp.QuoteMeta(module) + ` (\S+)$`).FindSubmatch(gomod)
+		if want == nil || got == nil || string(got[1]) != string(want[1]) {
+			t.Errorf("the Makefile's %s %q, hack/tools/%s requires %q", variable, want, dir, got)
+		}
 	}
 }

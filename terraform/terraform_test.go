@@ -203,18 +203,20 @@ func functions(baseDir string) map[string]function.Function {
 		})
 	}
 	return map[string]function.Function{
-		"alltrue":    alltrue,
-		"coalesce":   stdlib.CoalesceFunc,
-		"can":        tryfunc.CanFunc,
-		"contains":   stdlib.ContainsFunc,
-		"endswith":   strFn(strings.HasSuffix),
-		"fileset":    filesystem.MakeFileSetFunc(baseDir), // Terraform's own, doublestar globs
-		"flatten":    stdlib.FlattenFunc,
-		"floor":      stdlib.FloorFunc,
-		"length":     stdlib.LengthFunc,
-		"regex":      stdlib.RegexFunc,
-		"startswith": strFn(strings.HasPrefix),
-		"tonumber":   stdlib.MakeToFunc(cty.Number),
+		"alltrue":         alltrue,
+		"coalesce":        stdlib.CoalesceFunc,
+		"can":             tryfunc.CanFunc,
+		"contains":        stdlib.ContainsFunc,
+		"endswith":        strFn(strings.HasSuffix),
+		"fileset":         filesystem.MakeFileSetFunc(baseDir), // Terraform's own, doublestar globs
+		"flatten":         stdlib.FlattenFunc,
+		"floor":           stdlib.FloorFunc,
+		"keys":            stdlib.KeysFunc,
+		"length":          stdlib.LengthFunc,
+		"regex":           stdlib.RegexFunc,
+		"setintersection": stdlib.SetIntersectionFunc,
+		"startswith":      strFn(strings.HasPrefix),
+		"tonumber":        stdlib.MakeToFunc(cty.Number),
 	}
 }
 
@@ -366,7 +368,7 @@ func locals(t *testing.T, dir string, vars map[string]cty.Value, names ...string
 }
 
 // The Cloud Function's GOMEMLIMIT is nine tenths of its memory, in whole
-// MiB, for every unit the memory variable accepts.
+// MiB, for every unit available_memory accepts.
 func TestGCPFunctionMemoryLimit(t *testing.T) {
 	for memory, want := range map[string]string{
 		"512M":  "439MiB",
@@ -376,7 +378,7 @@ func TestGCPFunctionMemoryLimit(t *testing.T) {
 		"128Mi": "115MiB",
 		"32Gi":  "29491MiB",
 	} {
-		got := locals(t, "modules/gcp-function", map[string]cty.Value{"memory": cty.StringVal(memory)}, "memory_bytes", "gomemlimit")["gomemlimit"]
+		got := locals(t, "modules/gcp-function", map[string]cty.Value{"available_memory": cty.StringVal(memory)}, "memory_bytes", "gomemlimit")["gomemlimit"]
 		if got.AsString() != want {
 			t.Errorf("memory %s: GOMEMLIMIT %s, want %s", memory, got.AsString(), want)
 		}
@@ -394,7 +396,7 @@ func TestGCPFunctionProcs(t *testing.T) {
 		"2Gi":    false,
 		"32Gi":   false,
 	} {
-		got := locals(t, "modules/gcp-function", map[string]cty.Value{"memory": cty.StringVal(memory)}, "memory_bytes", "gomaxprocs")["gomaxprocs"]
+		got := locals(t, "modules/gcp-function", map[string]cty.Value{"available_memory": cty.StringVal(memory)}, "memory_bytes", "gomaxprocs")["gomaxprocs"]
 		env := map[string]string{}
 		for k, v := range got.AsValueMap() {
 			env[k] = v.AsString()
@@ -415,7 +417,7 @@ func TestVariableValidations(t *testing.T) {
 
 	str, num, null := cty.StringVal, cty.NumberIntVal, cty.NullVal(cty.String)
 	lambda := map[string]cty.Value{"lambda_zip": str("dist/lambda/admitfn-arm64.zip"), "policies_dir": str(examples)}
-	gcf := map[string]cty.Value{"project": str("p"), "region": str("europe-west1"), "source_zip": str("dist/gcf/admitfn-source.zip"), "policies_dir": str(examples)}
+	gcf := map[string]cty.Value{"project_id": str("p"), "region": str("europe-west1"), "source_zip": str("dist/gcf/admitfn-source.zip"), "policies_dir": str(examples)}
 	with := func(base map[string]cty.Value, kv ...any) map[string]cty.Value {
 		out := map[string]cty.Value{}
 		for k, v := range base {
@@ -442,9 +444,9 @@ func TestVariableValidations(t *testing.T) {
 		fails     string // the variable whose validation fails; "" for none
 	}{
 		{"aws defaults", "modules/aws-lambda", lambda, ""},
-		{"aws timeout equal to the webhook's", "modules/aws-lambda", with(lambda, "timeout_seconds", num(10)), "timeout_seconds"},
-		{"aws timeout above the webhook's", "modules/aws-lambda", with(lambda, "timeout_seconds", num(15), "webhook_timeout_seconds", num(12)), "timeout_seconds"},
-		{"aws short webhook timeout", "modules/aws-lambda", with(lambda, "timeout_seconds", num(2), "webhook_timeout_seconds", num(3)), ""},
+		{"aws timeout equal to the webhook's", "modules/aws-lambda", with(lambda, "timeout", num(10)), "timeout"},
+		{"aws timeout above the webhook's", "modules/aws-lambda", with(lambda, "timeout", num(15), "webhook_timeout_seconds", num(12)), "timeout"},
+		{"aws short webhook timeout", "modules/aws-lambda", with(lambda, "timeout", num(2), "webhook_timeout_seconds", num(3)), ""},
 		{"aws webhook timeout over 30", "modules/aws-lambda", with(lambda, "webhook_timeout_seconds", num(31)), "webhook_timeout_seconds"},
 		{"aws no policy files", "modules/aws-lambda", with(lambda, "policies_dir", str(noPolicies)), "policies_dir"},
 		{"aws not a zip", "modules/aws-lambda", with(lambda, "lambda_zip", str("dist/lambda/bootstrap")), "lambda_zip"},
@@ -454,11 +456,11 @@ func TestVariableValidations(t *testing.T) {
 		{"aws no package", "modules/aws-lambda", with(lambda, "lambda_zip", null), "lambda_zip"},
 		{"aws S3 key without a bucket", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_key", str("admitfn-lambda_v0.1.0_arm64.zip")), "lambda_zip"},
 		{"aws S3 key not a zip", "modules/aws-lambda", with(lambda, "lambda_zip", null, "s3_bucket", str("releases"), "s3_key", str("bootstrap")), "s3_key"},
-		{"aws amd64 spelled the Go way", "modules/aws-lambda", with(lambda, "architecture", str("amd64")), "architecture"},
-		{"aws zero concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(0)), "reserved_concurrency"},
-		{"aws reserved concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrency", num(50)), ""},
+		{"aws amd64 spelled the Go way", "modules/aws-lambda", with(lambda, "architectures", cty.ListVal([]cty.Value{str("amd64")})), "architectures"},
+		{"aws zero concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrent_executions", num(0)), "reserved_concurrent_executions"},
+		{"aws reserved concurrency", "modules/aws-lambda", with(lambda, "reserved_concurrent_executions", num(50)), ""},
 		{"aws memory too small", "modules/aws-lambda", with(lambda, "memory_size", num(64)), "memory_size"},
-		{"aws odd log retention", "modules/aws-lambda", with(lambda, "log_retention_days", num(10)), "log_retention_days"},
+		{"aws odd log retention", "modules/aws-lambda", with(lambda, "cloudwatch_logs_retention_in_days", num(10)), "cloudwatch_logs_retention_in_days"},
 		{"aws existing bucket without a name", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", null), "bucket_name"},
 		{"aws existing bucket", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", str("my-policies")), ""},
 		{"aws absolute prefix", "modules/aws-lambda", with(lambda, "policy_prefix", str("/prod")), "policy_prefix"},
@@ -468,13 +470,22 @@ func TestVariableValidations(t *testing.T) {
 		{"aws refresh interval compound", "modules/aws-lambda", with(lambda, "refresh_interval", str("1m30s")), ""},
 		{"aws fractional rotation", "modules/aws-lambda", with(lambda, "token_rotation", cty.NumberFloatVal(1.5)), "token_rotation"},
 		{"aws bad name", "modules/aws-lambda", with(lambda, "name", str("admit fn")), "name"},
+		{"aws two architectures", "modules/aws-lambda", with(lambda, "architectures", cty.ListVal([]cty.Value{str("arm64"), str("x86_64")})), "architectures"},
+		{"aws existing role", "modules/aws-lambda", with(lambda, "create_role", cty.False, "role_arn", str("arn:aws:iam::111122223333:role/admitfn")), ""},
+		{"aws existing role without its ARN", "modules/aws-lambda", with(lambda, "create_role", cty.False), "role_arn"},
+		{"aws role ARN with a created role", "modules/aws-lambda", with(lambda, "role_arn", str("arn:aws:iam::111122223333:role/admitfn")), "role_arn"},
+		{"aws environment the module owns", "modules/aws-lambda", with(lambda, "environment_variables", cty.MapVal(map[string]cty.Value{"ADMITFN_TOKENS": str("x")})), "environment_variables"},
+		{"aws more environment", "modules/aws-lambda", with(lambda, "environment_variables", cty.MapVal(map[string]cty.Value{"ADMITFN_LOG_LEVEL": str("debug")})), ""},
+		{"aws subnets without security groups", "modules/aws-lambda", with(lambda, "vpc_subnet_ids", cty.ListVal([]cty.Value{str("subnet-1")})), "vpc_security_group_ids"},
+		{"aws VPC", "modules/aws-lambda", with(lambda, "vpc_subnet_ids", cty.ListVal([]cty.Value{str("subnet-1")}), "vpc_security_group_ids", cty.ListVal([]cty.Value{str("sg-1")})), ""},
+		{"aws bucket name with capitals", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", str("My_Policies")), "bucket_name"},
 
 		{"gcp defaults", "modules/gcp-function", gcf, ""},
 		{"gcp timeout equal to the webhook's", "modules/gcp-function", with(gcf, "timeout_seconds", num(10)), "timeout_seconds"},
 		{"gcp old runtime", "modules/gcp-function", with(gcf, "runtime", str("go125")), "runtime"},
 		{"gcp later runtime", "modules/gcp-function", with(gcf, "runtime", str("go127")), ""},
-		{"gcp more warm instances than the maximum", "modules/gcp-function", with(gcf, "min_instances", num(5), "max_instances", num(2)), "min_instances"},
-		{"gcp bad ingress", "modules/gcp-function", with(gcf, "ingress", str("PUBLIC")), "ingress"},
+		{"gcp more warm instances than the maximum", "modules/gcp-function", with(gcf, "min_instance_count", num(5), "max_instance_count", num(2)), "min_instance_count"},
+		{"gcp bad ingress", "modules/gcp-function", with(gcf, "ingress_settings", str("PUBLIC")), "ingress_settings"},
 		{"gcp no policy files", "modules/gcp-function", with(gcf, "policies_dir", str(noPolicies)), "policies_dir"},
 		{"gcp source from GCS", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("admitfn-gcf-source_v0.1.0.zip")), ""},
 		{"gcp source from GCS, pinned", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("admitfn-gcf-source_v0.1.0.zip"), "source_generation", num(1700000000000000)), ""},
@@ -483,7 +494,11 @@ func TestVariableValidations(t *testing.T) {
 		{"gcp source object without a bucket", "modules/gcp-function", with(gcf, "source_zip", null, "source_object", str("admitfn-gcf-source_v0.1.0.zip")), "source_zip"},
 		{"gcp source object not a zip", "modules/gcp-function", with(gcf, "source_zip", null, "source_bucket", str("releases"), "source_object", str("source.tar")), "source_object"},
 		{"gcp upper-case name", "modules/gcp-function", with(gcf, "name", str("Admitfn")), "name"},
-		{"gcp bad memory", "modules/gcp-function", with(gcf, "memory", str("lots")), "memory"},
+		{"gcp bad memory", "modules/gcp-function", with(gcf, "available_memory", str("lots")), "available_memory"},
+		{"gcp existing service account", "modules/gcp-function", with(gcf, "create_service_account", cty.False, "service_account_email", str("admitfn@p.iam.gserviceaccount.com")), ""},
+		{"gcp existing service account without its email", "modules/gcp-function", with(gcf, "create_service_account", cty.False), "service_account_email"},
+		{"gcp environment the module owns", "modules/gcp-function", with(gcf, "environment_variables", cty.MapVal(map[string]cty.Value{"ADMITFN_TOKENS": str("x")})), "environment_variables"},
+		{"gcp egress through the connector", "modules/gcp-function", with(gcf, "vpc_connector_egress_settings", str("SOME")), "vpc_connector_egress_settings"},
 
 		{"bundle examples", "modules/bundle", map[string]cty.Value{"policies_dir": str(examples)}, ""},
 		{"bundle without policy files", "modules/bundle", map[string]cty.Value{"policies_dir": str(noPolicies)}, "policies_dir"},

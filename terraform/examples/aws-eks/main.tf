@@ -23,7 +23,7 @@ module "admitfn" {
   lambda_zip              = var.lambda_zip
   policies_dir            = var.policies_dir
   webhook_timeout_seconds = var.webhook_timeout_seconds
-  timeout_seconds         = var.webhook_timeout_seconds - 2
+  timeout                 = var.webhook_timeout_seconds - 2
   tags                    = { "admitfn.io/cluster" = var.cluster_name }
 }
 

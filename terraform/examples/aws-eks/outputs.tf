@@ -1,6 +1,6 @@
-output "function_url" {
+output "lambda_function_url" {
   description = "The Function URL (the webhooks add the path token)."
-  value       = module.admitfn.function_url
+  value       = module.admitfn.lambda_function_url
 }
 
 output "policies_location" {
@@ -8,9 +8,9 @@ output "policies_location" {
   value       = module.admitfn.policies_location
 }
 
-output "log_group" {
+output "lambda_cloudwatch_log_group_name" {
   description = "The function's CloudWatch log group."
-  value       = module.admitfn.log_group
+  value       = module.admitfn.lambda_cloudwatch_log_group_name
 }
 
 output "webhook_configurations" {

@@ -1,5 +1,5 @@
 provider "google" {
-  project = var.project
+  project = var.project_id
   region  = var.region
 }
 
@@ -19,7 +19,7 @@ provider "kubernetes" {
 module "admitfn" {
   source = "../../modules/gcp-function"
 
-  project                 = var.project
+  project_id              = var.project_id
   region                  = var.region
   name                    = "admitfn-${var.cluster_name}"
   source_zip              = var.source_zip

@@ -1,6 +1,6 @@
-output "function_url" {
+output "function_uri" {
   description = "The function's URL (the webhooks add the path token)."
-  value       = module.admitfn.function_url
+  value       = module.admitfn.function_uri
 }
 
 output "policies_location" {

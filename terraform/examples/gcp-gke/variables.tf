@@ -1,4 +1,4 @@
-variable "project" {
+variable "project_id" {
   description = "Google Cloud project of the cluster and the function."
   type        = string
 }

@@ -58,10 +58,10 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "policies" {
   bucket = aws_s3_bucket.policies[0].id
   rule {
     apply_server_side_encryption_by_default {
-      sse_algorithm     = var.kms_key_arn == null ? "AES256" : "aws:kms"
-      kms_master_key_id = var.kms_key_arn
+      sse_algorithm     = var.bucket_kms_key_arn == null ? "AES256" : "aws:kms"
+      kms_master_key_id = var.bucket_kms_key_arn
     }
-    bucket_key_enabled = var.kms_key_arn != null
+    bucket_key_enabled = var.bucket_kms_key_arn != null
   }
 }
 
@@ -147,7 +147,8 @@ resource "aws_s3_object" "manifest" {
 
 resource "aws_cloudwatch_log_group" "function" {
   name              = "/aws/lambda/${var.name}"
-  retention_in_days = var.log_retention_days
+  retention_in_days = var.cloudwatch_logs_retention_in_days
+  kms_key_id        = var.cloudwatch_logs_kms_key_id
   tags              = var.tags
 }
 
@@ -162,12 +163,15 @@ data "aws_iam_policy_document" "assume" {
 }
 
 resource "aws_iam_role" "function" {
-  name_prefix        = "${substr(var.name, 0, 32)}-"
-  assume_role_policy = data.aws_iam_policy_document.assume.json
-  tags               = var.tags
+  count                = var.create_role ? 1 : 0
+  name_prefix          = "${substr(var.name, 0, 32)}-"
+  assume_role_policy   = data.aws_iam_policy_document.assume.json
+  permissions_boundary = var.role_permissions_boundary
+  tags                 = var.tags
 }
 
-# Reads of the policy prefix and writes of its own logs: nothing else.
+# Reads of the policy prefix, writes of its own logs, the keys it is given
+# and, in a VPC, its network interfaces: nothing else.
 data "aws_iam_policy_document" "function" {
   statement {
     sid       = "ReadPolicies"
@@ -190,23 +194,33 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
   }
   dynamic "statement" {
-    for_each = var.kms_key_arn == null ? [] : [var.kms_key_arn]
+    for_each = compact([var.bucket_kms_key_arn, var.kms_key_arn])
     content {
-      sid       = "DecryptPolicies"
+      sid       = "Decrypt${statement.key}"
       actions   = ["kms:Decrypt"]
       resources = [statement.value]
+    }
+  }
+  dynamic "statement" {
+    # What AWSLambdaVPCAccessExecutionRole grants.
+    for_each = var.vpc_subnet_ids == null ? [] : [1]
+    content {
+      sid       = "NetworkInterfaces"
+      actions   = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]
+      resources = ["*"]
     }
   }
 }
 
 resource "aws_iam_role_policy" "function" {
-  role   = aws_iam_role.function.id
+  count  = var.create_role ? 1 : 0
+  role   = aws_iam_role.function[0].id
   policy = data.aws_iam_policy_document.function.json
 }
 
 resource "aws_lambda_function" "this" {
   function_name                  = var.name
-  role                           = aws_iam_role.function.arn
+  role                           = var.create_role ? aws_iam_role.function[0].arn : var.role_arn
   filename                       = var.lambda_zip
   source_code_hash               = var.lambda_zip == null ? null : filebase64sha256(var.lambda_zip)
   s3_bucket                      = var.s3_bucket
@@ -214,14 +228,16 @@ resource "aws_lambda_function" "this" {
   s3_object_version              = var.s3_object_version
   handler                        = "bootstrap"
   runtime                        = "provided.al2023"
-  architectures                  = [var.architecture]
+  architectures                  = var.architectures
   memory_size                    = var.memory_size
-  timeout                        = var.timeout_seconds
-  reserved_concurrent_executions = var.reserved_concurrency
+  timeout                        = var.timeout
+  reserved_concurrent_executions = var.reserved_concurrent_executions
+  kms_key_arn                    = var.kms_key_arn
   tags                           = var.tags
 
   environment {
     variables = merge(
+      var.environment_variables,
       {
         ADMITFN_POLICIES         = local.location
         ADMITFN_TOKENS           = "${local.active_token},${local.other_token}"
@@ -234,6 +250,14 @@ resource "aws_lambda_function" "this" {
   logging_config {
     log_format = "JSON"
     log_group  = aws_cloudwatch_log_group.function.name
+  }
+
+  dynamic "vpc_config" {
+    for_each = var.vpc_subnet_ids == null ? [] : [1]
+    content {
+      subnet_ids         = var.vpc_subnet_ids
+      security_group_ids = var.vpc_security_group_ids
+    }
   }
 
   # A cold start must find the bundle, and the role its permissions.

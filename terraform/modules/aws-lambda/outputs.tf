@@ -4,19 +4,34 @@ output "webhook_base_url" {
   sensitive   = true
 }
 
-output "function_url" {
-  description = "The Function URL, without the token: requests to it without a token get a bare 404."
+output "lambda_function_url" {
+  description = "The Function URL, without the token: requests to it without a token get a 404 Status."
   value       = aws_lambda_function_url.this.function_url
 }
 
-output "function_name" {
+output "lambda_function_name" {
   description = "Name of the Lambda function."
   value       = aws_lambda_function.this.function_name
 }
 
-output "function_arn" {
+output "lambda_function_arn" {
   description = "ARN of the Lambda function."
   value       = aws_lambda_function.this.arn
+}
+
+output "lambda_role_arn" {
+  description = "ARN of the function's role: the one the module created, or role_arn."
+  value       = aws_lambda_function.this.role
+}
+
+output "role_policy_json" {
+  description = "The permissions the function needs, as an IAM policy document: attach it to role_arn when the module creates no role."
+  value       = data.aws_iam_policy_document.function.json
+}
+
+output "lambda_cloudwatch_log_group_name" {
+  description = "CloudWatch log group of the function (review lines and EMF metrics)."
+  value       = aws_cloudwatch_log_group.function.name
 }
 
 output "policies_location" {
@@ -24,12 +39,7 @@ output "policies_location" {
   value       = local.location
 }
 
-output "bucket" {
+output "s3_bucket_id" {
   description = "Name of the policy bucket."
   value       = local.bucket
-}
-
-output "log_group" {
-  description = "CloudWatch log group of the function (review lines and EMF metrics)."
-  value       = aws_cloudwatch_log_group.function.name
 }

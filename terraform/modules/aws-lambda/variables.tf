@@ -10,7 +10,7 @@ variable "name" {
 }
 
 variable "lambda_zip" {
-  description = "The deployment package on this machine: a release's admitfn-lambda_<version>_arm64.zip (_amd64 with architecture = \"x86_64\"), or `make lambda`'s dist/lambda/admitfn-arm64.zip. Set this, or s3_bucket and s3_key."
+  description = "The deployment package on this machine: a release's admitfn-lambda_<version>_arm64.zip (_amd64 with architectures = [\"x86_64\"]), or `make lambda`'s dist/lambda/admitfn-arm64.zip. Set this, or s3_bucket and s3_key."
   type        = string
   default     = null
 
@@ -43,14 +43,14 @@ variable "s3_object_version" {
   default     = null
 }
 
-variable "architecture" {
-  description = "arm64 (Graviton, the default: cheaper per millisecond) or x86_64; it must match the zip."
-  type        = string
-  default     = "arm64"
+variable "architectures" {
+  description = "[\"arm64\"] (Graviton, the default: cheaper per millisecond) or [\"x86_64\"]; it must match the zip."
+  type        = list(string)
+  default     = ["arm64"]
 
   validation {
-    condition     = contains(["arm64", "x86_64"], var.architecture)
-    error_message = "architecture must be arm64 or x86_64."
+    condition     = length(var.architectures) == 1 && contains(["arm64", "x86_64"], var.architectures[0])
+    error_message = "architectures must be [\"arm64\"] or [\"x86_64\"]."
   }
 }
 
@@ -76,36 +76,36 @@ variable "webhook_timeout_seconds" {
   }
 }
 
-variable "timeout_seconds" {
-  description = "The function's timeout. It must be below the webhook's, so a slow review answers with an error before kube-apiserver gives up."
+variable "timeout" {
+  description = "The function's timeout in seconds. It must be below the webhook's, so a slow review answers with an error before kube-apiserver gives up."
   type        = number
   default     = 8
 
   validation {
-    condition     = var.timeout_seconds >= 1 && var.timeout_seconds < var.webhook_timeout_seconds
-    error_message = "timeout_seconds must be at least 1 and below webhook_timeout_seconds."
+    condition     = var.timeout >= 1 && var.timeout < var.webhook_timeout_seconds
+    error_message = "timeout must be at least 1 and below webhook_timeout_seconds."
   }
 }
 
-variable "reserved_concurrency" {
+variable "reserved_concurrent_executions" {
   description = "Reserved concurrent executions: -1 leaves the function unreserved; a number both guarantees and caps its concurrency."
   type        = number
   default     = -1
 
   validation {
-    condition     = var.reserved_concurrency == -1 || var.reserved_concurrency >= 1
-    error_message = "reserved_concurrency must be -1 (unreserved) or at least 1: 0 would stop every review."
+    condition     = var.reserved_concurrent_executions == -1 || var.reserved_concurrent_executions >= 1
+    error_message = "reserved_concurrent_executions must be -1 (unreserved) or at least 1: 0 would stop every review."
   }
 }
 
-variable "log_retention_days" {
+variable "cloudwatch_logs_retention_in_days" {
   description = "How long CloudWatch keeps the function's logs."
   type        = number
   default     = 30
 
   validation {
-    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
-    error_message = "log_retention_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, … 3653)."
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.cloudwatch_logs_retention_in_days)
+    error_message = "cloudwatch_logs_retention_in_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, … 3653)."
   }
 }
 
@@ -162,10 +162,73 @@ variable "object_lock_days" {
   }
 }
 
-variable "kms_key_arn" {
-  description = "KMS key for the created bucket's default encryption (null: S3-managed keys). The function is allowed to decrypt with it."
+variable "bucket_kms_key_arn" {
+  description = "KMS key for the created bucket's default encryption (null: S3-managed keys). The function's role may decrypt with it."
   type        = string
   default     = null
+}
+
+variable "kms_key_arn" {
+  description = "KMS key that encrypts the function's environment, which holds the path tokens (null: the Lambda service key). The function's role may decrypt with it."
+  type        = string
+  default     = null
+}
+
+variable "cloudwatch_logs_kms_key_id" {
+  description = "KMS key ARN that encrypts the function's log group (null: CloudWatch's own encryption). Its key policy must let CloudWatch Logs use it."
+  type        = string
+  default     = null
+}
+
+variable "create_role" {
+  description = "Create the function's role, with only what it needs (read the policy prefix, write its logs, decrypt with the given keys). false uses role_arn as it is: attach the role_policy_json output to it."
+  type        = bool
+  default     = true
+}
+
+variable "role_arn" {
+  description = "ARN of an existing role for the function: required with create_role = false."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.create_role ? var.role_arn == null : var.role_arn != null
+    error_message = "role_arn is required with create_role = false, and not taken with true."
+  }
+}
+
+variable "role_permissions_boundary" {
+  description = "ARN of a policy to set as the permissions boundary of the role the module creates."
+  type        = string
+  default     = null
+}
+
+variable "environment_variables" {
+  description = "More environment variables for the function, such as ADMITFN_LOG_LEVEL; the module sets the ones its inputs name."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = length(setintersection(keys(var.environment_variables), ["ADMITFN_POLICIES", "ADMITFN_TOKENS", "ADMITFN_REFRESH_INTERVAL", "ADMITFN_BUNDLE_PUBLIC_KEY"])) == 0
+    error_message = "ADMITFN_POLICIES, ADMITFN_TOKENS, ADMITFN_REFRESH_INTERVAL and ADMITFN_BUNDLE_PUBLIC_KEY come from the module's inputs, not environment_variables."
+  }
+}
+
+variable "vpc_subnet_ids" {
+  description = "Subnets to run the function in (null: outside any VPC). It must then reach S3 through a gateway endpoint or NAT to read its bundle."
+  type        = list(string)
+  default     = null
+}
+
+variable "vpc_security_group_ids" {
+  description = "Security groups of the function in the VPC: set with vpc_subnet_ids."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = (var.vpc_subnet_ids == null) == (var.vpc_security_group_ids == null)
+    error_message = "vpc_subnet_ids and vpc_security_group_ids go together."
+  }
 }
 
 variable "refresh_interval" {

@@ -8,13 +8,19 @@ locals {
   bucket          = var.create_bucket ? google_storage_bucket.policies[0].name : var.bucket_name
   location        = "gs://${local.bucket}/${var.policy_prefix}"
 
+  service_account_email = var.create_service_account ? google_service_account.function[0].email : var.service_account_email
+
+  # Bucket names hold 63 characters at most: the project and function
+  # names cut to leave room for the suffixes.
+  bucket_stem = trimsuffix(substr("${var.project_id}-${var.name}", 0, 36), "-")
+
   active_token = var.token_rotation % 2 == 0 ? random_password.token_b.result : random_password.token_a.result
   other_token  = var.token_rotation % 2 == 0 ? random_password.token_a.result : random_password.token_b.result
 
   # The Go runtime's soft memory limit: nine tenths of the instance's memory
   # (Kubernetes quantities: M is 10^6 bytes, Mi 2^20). The function reads a
   # container's cgroup limit itself, but Cloud Run's sandbox may show none.
-  memory_bytes = tonumber(regex("^[0-9]+", var.memory)) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("[A-Za-z]+$", var.memory)]
+  memory_bytes = tonumber(regex("^[0-9]+", var.available_memory)) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("[A-Za-z]+$", var.available_memory)]
   gomemlimit   = "${floor(local.memory_bytes * 0.9 / 1048576)}MiB"
 
   # Below 2G an instance has less than one vCPU and serves one request at a
@@ -43,8 +49,8 @@ resource "random_id" "bucket" {
 
 resource "google_storage_bucket" "policies" {
   count                       = var.create_bucket ? 1 : 0
-  project                     = var.project
-  name                        = coalesce(var.bucket_name, "${var.project}-${var.name}-policies-${random_id.bucket.hex}")
+  project                     = var.project_id
+  name                        = coalesce(var.bucket_name, "${local.bucket_stem}-policies-${random_id.bucket.hex}")
   location                    = local.bucket_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
@@ -52,6 +58,13 @@ resource "google_storage_bucket" "policies" {
 
   versioning {
     enabled = true
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
   }
 }
 
@@ -103,12 +116,19 @@ resource "google_storage_bucket_object" "manifest" {
 
 resource "google_storage_bucket" "source" {
   count                       = var.source_zip == null ? 0 : 1
-  project                     = var.project
-  name                        = "${var.project}-${var.name}-source-${random_id.bucket.hex}"
+  project                     = var.project_id
+  name                        = "${local.bucket_stem}-source-${random_id.bucket.hex}"
   location                    = local.bucket_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   labels                      = var.labels
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
 }
 
 resource "google_storage_bucket_object" "source" {
@@ -122,7 +142,8 @@ resource "google_storage_bucket_object" "source" {
 # --- its identity: reads of the policy bucket, nothing else
 
 resource "google_service_account" "function" {
-  project      = var.project
+  count        = var.create_service_account ? 1 : 0
+  project      = var.project_id
   account_id   = var.name
   display_name = "admitfn function ${var.name}"
 }
@@ -130,16 +151,17 @@ resource "google_service_account" "function" {
 resource "google_storage_bucket_iam_member" "read_policies" {
   bucket = local.bucket
   role   = "roles/storage.objectViewer"
-  member = google_service_account.function.member
+  member = "serviceAccount:${local.service_account_email}"
 }
 
 # --- the function
 
 resource "google_cloudfunctions2_function" "this" {
-  project  = var.project
-  location = var.region
-  name     = var.name
-  labels   = var.labels
+  project      = var.project_id
+  location     = var.region
+  name         = var.name
+  labels       = var.labels
+  kms_key_name = var.kms_key_name
 
   build_config {
     runtime     = var.runtime
@@ -154,14 +176,17 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   service_config {
-    available_memory               = var.memory
+    available_memory               = var.available_memory
     timeout_seconds                = var.timeout_seconds
-    min_instance_count             = var.min_instances
-    max_instance_count             = var.max_instances
-    ingress_settings               = var.ingress
+    min_instance_count             = var.min_instance_count
+    max_instance_count             = var.max_instance_count
+    ingress_settings               = var.ingress_settings
     all_traffic_on_latest_revision = true
-    service_account_email          = google_service_account.function.email
+    service_account_email          = local.service_account_email
+    vpc_connector                  = var.vpc_connector
+    vpc_connector_egress_settings  = var.vpc_connector == null ? null : var.vpc_connector_egress_settings
     environment_variables = merge(
+      var.environment_variables,
       {
         ADMITFN_POLICIES         = local.location
         ADMITFN_TOKENS           = "${local.active_token},${local.other_token}"
@@ -181,7 +206,7 @@ resource "google_cloudfunctions2_function" "this" {
 # token guards the reviews. An organization policy restricting allUsers
 # (iam.allowedPolicyMemberDomains) must allow it for this project.
 resource "google_cloud_run_service_iam_member" "public" {
-  project  = var.project
+  project  = var.project_id
   location = var.region
   service  = google_cloudfunctions2_function.this.service_config[0].service
   role     = "roles/run.invoker"

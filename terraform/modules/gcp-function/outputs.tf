@@ -4,8 +4,8 @@ output "webhook_base_url" {
   sensitive   = true
 }
 
-output "function_url" {
-  description = "The function's URL, without the token: requests to it without a token get a bare 404."
+output "function_uri" {
+  description = "The function's URL, without the token: requests to it without a token get a 404 Status."
   value       = google_cloudfunctions2_function.this.url
 }
 
@@ -14,9 +14,9 @@ output "function_name" {
   value       = google_cloudfunctions2_function.this.name
 }
 
-output "service_account" {
-  description = "Email of the function's service account."
-  value       = google_service_account.function.email
+output "service_account_email" {
+  description = "Email of the function's service account: the one the module created, or service_account_email."
+  value       = local.service_account_email
 }
 
 output "policies_location" {
@@ -24,7 +24,7 @@ output "policies_location" {
   value       = local.location
 }
 
-output "bucket" {
+output "bucket_name" {
   description = "Name of the policy bucket."
   value       = local.bucket
 }

@@ -1,4 +1,4 @@
-variable "project" {
+variable "project_id" {
   description = "Google Cloud project."
   type        = string
 }
@@ -64,36 +64,36 @@ variable "runtime" {
   }
 }
 
-variable "memory" {
+variable "available_memory" {
   description = "Memory of each instance (Cloud Run syntax, such as 512M or 1Gi)."
   type        = string
   default     = "512M"
 
   validation {
-    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.memory))
-    error_message = "memory must be a quantity such as 512M or 1Gi."
+    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.available_memory))
+    error_message = "available_memory must be a quantity such as 512M or 1Gi."
   }
 }
 
-variable "min_instances" {
+variable "min_instance_count" {
   description = "Instances kept warm: 1 or more avoids cold starts on the API server's write path (billed while idle)."
   type        = number
   default     = 1
 
   validation {
-    condition     = var.min_instances >= 0 && var.min_instances <= var.max_instances
-    error_message = "min_instances must be between 0 and max_instances."
+    condition     = var.min_instance_count >= 0 && var.min_instance_count <= var.max_instance_count
+    error_message = "min_instance_count must be between 0 and max_instance_count."
   }
 }
 
-variable "max_instances" {
+variable "max_instance_count" {
   description = "Upper bound on instances."
   type        = number
   default     = 20
 
   validation {
-    condition     = var.max_instances >= 1
-    error_message = "max_instances must be at least 1."
+    condition     = var.max_instance_count >= 1
+    error_message = "max_instance_count must be at least 1."
   }
 }
 
@@ -119,14 +119,14 @@ variable "timeout_seconds" {
   }
 }
 
-variable "ingress" {
+variable "ingress_settings" {
   description = "Who may reach the function: ALLOW_ALL (GKE control planes call from Google's network, not your VPC), ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
   type        = string
   default     = "ALLOW_ALL"
 
   validation {
-    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress)
-    error_message = "ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress_settings)
+    error_message = "ingress_settings must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
   }
 }
 
@@ -212,4 +212,55 @@ variable "labels" {
   description = "Labels for every resource that takes them."
   type        = map(string)
   default     = {}
+}
+
+variable "create_service_account" {
+  description = "Create the function's service account, allowed only to read the policy bucket. false runs the function as service_account_email, which needs roles/storage.objectViewer on the policy bucket."
+  type        = bool
+  default     = true
+}
+
+variable "service_account_email" {
+  description = "An existing service account for the function: required with create_service_account = false."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.create_service_account ? var.service_account_email == null : var.service_account_email != null
+    error_message = "service_account_email is required with create_service_account = false, and not taken with true."
+  }
+}
+
+variable "environment_variables" {
+  description = "More environment variables for the function, such as ADMITFN_LOG_LEVEL; the module sets the ones its inputs name."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = length(setintersection(keys(var.environment_variables), ["ADMITFN_POLICIES", "ADMITFN_TOKENS", "ADMITFN_REFRESH_INTERVAL", "ADMITFN_BUNDLE_PUBLIC_KEY", "GOMEMLIMIT"])) == 0
+    error_message = "ADMITFN_POLICIES, ADMITFN_TOKENS, ADMITFN_REFRESH_INTERVAL, ADMITFN_BUNDLE_PUBLIC_KEY and GOMEMLIMIT come from the module's inputs, not environment_variables."
+  }
+}
+
+variable "kms_key_name" {
+  description = "Cloud KMS key (projects/…/cryptoKeys/…) for the buckets' default encryption and the function's build artifacts (null: Google-managed keys). The Cloud Storage and Cloud Functions service agents need roles/cloudkms.cryptoKeyEncrypterDecrypter on it."
+  type        = string
+  default     = null
+}
+
+variable "vpc_connector" {
+  description = "Serverless VPC Access connector (projects/…/locations/…/connectors/…) for the function's outbound traffic (null: none)."
+  type        = string
+  default     = null
+}
+
+variable "vpc_connector_egress_settings" {
+  description = "Which outbound traffic goes through vpc_connector: PRIVATE_RANGES_ONLY or ALL_TRAFFIC."
+  type        = string
+  default     = "PRIVATE_RANGES_ONLY"
+
+  validation {
+    condition     = contains(["PRIVATE_RANGES_ONLY", "ALL_TRAFFIC"], var.vpc_connector_egress_settings)
+    error_message = "vpc_connector_egress_settings must be PRIVATE_RANGES_ONLY or ALL_TRAFFIC."
+  }
 }

@@ -36,7 +36,7 @@ run "function_and_webhooks" {
   command = plan
 
   assert {
-    condition     = module.admitfn.function_name == "admitfn-shop"
+    condition     = module.admitfn.lambda_function_name == "admitfn-shop"
     error_message = "the function is named after the cluster"
   }
   assert {

@@ -18,7 +18,7 @@ mock_provider "random" {}
 mock_provider "time" {}
 
 variables {
-  project          = "my-project"
+  project_id       = "my-project"
   region           = "europe-west1"
   cluster_name     = "shop"
   cluster_location = "europe-west1"

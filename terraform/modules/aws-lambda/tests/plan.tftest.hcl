@@ -48,6 +48,14 @@ run "defaults" {
     condition     = aws_s3_bucket_versioning.policies[0].versioning_configuration[0].status == "Enabled" && aws_s3_bucket_public_access_block.policies[0].restrict_public_buckets
     error_message = "the policy bucket must be versioned and private"
   }
+  assert {
+    condition     = length(aws_iam_role.function) == 1 && aws_iam_role.function[0].permissions_boundary == null && length(aws_lambda_function.this.vpc_config) == 0
+    error_message = "defaults: a role of the module's own, no boundary, no VPC"
+  }
+  assert {
+    condition     = keys(aws_lambda_function.this.environment[0].variables) == tolist(["ADMITFN_POLICIES", "ADMITFN_REFRESH_INTERVAL", "ADMITFN_TOKENS"])
+    error_message = "the function's environment is the bundle's location, its refresh interval and the tokens"
+  }
 }
 
 run "existing_bucket" {
@@ -68,9 +76,9 @@ run "existing_bucket" {
 run "timeout_not_below_the_webhook" {
   command = plan
   variables {
-    timeout_seconds = 10
+    timeout = 10
   }
-  expect_failures = [var.timeout_seconds]
+  expect_failures = [var.timeout]
 }
 
 run "no_policy_files" {
@@ -84,9 +92,9 @@ run "no_policy_files" {
 run "zero_concurrency" {
   command = plan
   variables {
-    reserved_concurrency = 0
+    reserved_concurrent_executions = 0
   }
-  expect_failures = [var.reserved_concurrency]
+  expect_failures = [var.reserved_concurrent_executions]
 }
 
 run "package_from_s3" {
@@ -124,4 +132,88 @@ run "bucket_name_must_be_an_s3_name" {
     bucket_name   = "My_Policies"
   }
   expect_failures = [var.bucket_name]
+}
+
+# The knobs enterprises ask for, each as the resources carry it.
+run "enterprise_knobs" {
+  command = plan
+  variables {
+    architectures                     = ["x86_64"]
+    timeout                           = 5
+    memory_size                       = 1024
+    reserved_concurrent_executions    = 20
+    cloudwatch_logs_retention_in_days = 90
+    cloudwatch_logs_kms_key_id        = "arn:aws:kms:eu-west-1:111122223333:key/logs"
+    kms_key_arn                       = "arn:aws:kms:eu-west-1:111122223333:key/env"
+    bucket_kms_key_arn                = "arn:aws:kms:eu-west-1:111122223333:key/bucket"
+    role_permissions_boundary         = "arn:aws:iam::111122223333:policy/boundary"
+    environment_variables             = { ADMITFN_LOG_LEVEL = "debug" }
+    vpc_subnet_ids                    = ["subnet-1", "subnet-2"]
+    vpc_security_group_ids            = ["sg-1"]
+    tags                              = { team = "platform" }
+  }
+  assert {
+    condition     = aws_lambda_function.this.architectures == tolist(["x86_64"]) && aws_lambda_function.this.timeout == 5 && aws_lambda_function.this.memory_size == 1024 && aws_lambda_function.this.reserved_concurrent_executions == 20
+    error_message = "architectures, timeout, memory_size and reserved_concurrent_executions reach the function"
+  }
+  assert {
+    condition     = aws_cloudwatch_log_group.function.retention_in_days == 90 && aws_cloudwatch_log_group.function.kms_key_id == "arn:aws:kms:eu-west-1:111122223333:key/logs"
+    error_message = "the log group keeps 90 days, encrypted with the logs key"
+  }
+  assert {
+    condition     = aws_lambda_function.this.kms_key_arn == "arn:aws:kms:eu-west-1:111122223333:key/env" && [for r in aws_s3_bucket_server_side_encryption_configuration.policies[0].rule : r.apply_server_side_encryption_by_default[0].kms_master_key_id] == ["arn:aws:kms:eu-west-1:111122223333:key/bucket"]
+    error_message = "the environment and the bucket are encrypted with their keys"
+  }
+  assert {
+    condition     = aws_iam_role.function[0].permissions_boundary == "arn:aws:iam::111122223333:policy/boundary"
+    error_message = "the role carries the permissions boundary"
+  }
+  assert {
+    condition     = aws_lambda_function.this.environment[0].variables["ADMITFN_LOG_LEVEL"] == "debug" && startswith(aws_lambda_function.this.environment[0].variables["ADMITFN_POLICIES"], "s3://")
+    error_message = "extra environment variables join the module's"
+  }
+  assert {
+    condition     = aws_lambda_function.this.vpc_config[0].subnet_ids == toset(["subnet-1", "subnet-2"]) && aws_lambda_function.this.vpc_config[0].security_group_ids == toset(["sg-1"])
+    error_message = "the function runs in the given subnets and security groups"
+  }
+  assert {
+    condition     = aws_iam_role.function[0].tags["team"] == "platform" && aws_cloudwatch_log_group.function.tags["team"] == "platform" && aws_s3_bucket.policies[0].tags["team"] == "platform" && aws_lambda_function.this.tags["team"] == "platform"
+    error_message = "tags reach every resource"
+  }
+}
+
+run "existing_role" {
+  command = plan
+  variables {
+    create_role = false
+    role_arn    = "arn:aws:iam::111122223333:role/admitfn"
+  }
+  assert {
+    condition     = length(aws_iam_role.function) == 0 && length(aws_iam_role_policy.function) == 0 && aws_lambda_function.this.role == "arn:aws:iam::111122223333:role/admitfn"
+    error_message = "an existing role is used as it is"
+  }
+}
+
+run "existing_role_needs_its_arn" {
+  command = plan
+  variables {
+    create_role = false
+  }
+  expect_failures = [var.role_arn]
+}
+
+run "module_owned_environment" {
+  command = plan
+  variables {
+    environment_variables = { ADMITFN_POLICIES = "s3://elsewhere/x" }
+  }
+  expect_failures = [var.environment_variables]
+}
+
+run "vpc_needs_both" {
+  command = plan
+  variables {
+    vpc_subnet_ids = ["subnet-1"]
+  }
+  expect_failures = [var.vpc_security_group_ids]
 }
