@@ -29,14 +29,7 @@ func TestMain(m *testing.M) {
 // shell one (which TestDocCommands runs through) names in its marker the
 // tests that check it, each test exists and reads the block's document.
 func TestEveryExampleIsChecked(t *testing.T) {
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := All(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, blocks := documents(t)
 	tests, err := testFiles(root)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +63,29 @@ func TestEveryExampleIsChecked(t *testing.T) {
 	if len(blocks) < 50 || marked < 25 {
 		t.Errorf("%d blocks, %d marked: the parser no longer sees the documents", len(blocks), marked)
 	}
+}
+
+// documents is the repository's root and every block of its documents.
+func documents(t *testing.T) (string, []Block) {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := All(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, blocks
+}
+
+func makefile(t *testing.T, root string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // testFiles maps each Test function of the repository to its file's text.
@@ -135,20 +151,8 @@ func TestShape(t *testing.T) {
 // accepts, Terraform variables the directory declares, local curl requests
 // to routes the server serves. Other tools' commands are named in external.
 func TestDocCommands(t *testing.T) {
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := All(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &commands{root: root, t: t}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.makefile = string(makefile)
+	root, blocks := documents(t)
+	c := &commands{root: root, t: t, makefile: string(makefile(t, root))}
 	checked := 0
 	for _, b := range blocks {
 		if b.Lang != "sh" {
@@ -166,15 +170,8 @@ func TestDocCommands(t *testing.T) {
 
 // The checker refuses what the documentation must not say.
 func TestDocCommandsCatchMistakes(t *testing.T) {
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &commands{root: root, t: t, makefile: string(makefile)}
+	root, _ := documents(t)
+	c := &commands{root: root, t: t, makefile: string(makefile(t, root))}
 	for _, tc := range []struct{ script, want string }{
 		{"make rnu", `make: no target "rnu" in the Makefile`},
 		{"make gcf POLICYS=x", `make: the Makefile reads no variable POLICYS`},

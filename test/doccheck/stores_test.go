@@ -27,16 +27,10 @@ import (
 // background.
 func TestLocalStoresDoc(t *testing.T) {
 	blocks := Find(t, "docs/bundles.md", 4) // S3's steps and /readyz, GCS's steps and /readyz
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, _ := documents(t)
+	mk := makefile(t, root)
 	pinned := func(variable string) string {
-		m := regexp.MustCompile(`(?m)^` + variable + `\s*:=\s*(\S+)$`).FindSubmatch(makefile)
+		m := regexp.MustCompile(`(?m)^` + variable + `\s*:=\s*(\S+)$`).FindSubmatch(mk)
 		if m == nil {
 			t.Fatalf("the Makefile pins no %s", variable)
 		}
