@@ -28,6 +28,7 @@ BenchmarkP3Index/1000-policies-2    	    1929	    110000 ns/op	  276194 B/op	   
 BenchmarkP3Index/10-policies-2      	    6160	    100000 ns/op	  117810 B/op	    1386 allocs/op
 BenchmarkP4ColdStart-2    	       2	 594302079 ns/op	       565.2 admitfn-ms	         5.469 minimal-ms	        20.1 upstream-ms	       103.3 x-minimal	         3.675 upstream-x-minimal	 2536964 B/op	   28227 allocs/op
 BenchmarkP5Throughput-2   	       1	6213647819 ns/op	      5735 admitfn-req/s	     29934 minimal-req/s	         0.5 x-minimal	583241024 B/op	 6433460 allocs/op
+BenchmarkP7ColdStart-2    	      20	  60000000 ns/op	        50.1 admitfn-ms	         14.3 hello-ms	         3.5 x-hello
 BenchmarkL1Linear/10k-containers-2         	       3	 400000000 ns/op
 BenchmarkL1Linear/40k-containers-2         	       1	6400000000 ns/op
 BenchmarkA1Apply/apply-2         	       1	15000000000 ns/op	    300000 ns/resource
@@ -43,16 +44,17 @@ func TestSummary(t *testing.T) {
 	}
 	lines, complete := summarize(r)
 	want := []string{
-		"floor P1 1.09 target <=2 reachable",
-		"floor P2 0.18 target <=0.25 reachable",
-		"floor P4 3.67 target <=3 unreachable",
+		"floor P1 1.09 target <=1.2 reachable", // P1's and P2's targets: 1.1 × their floors
+		"floor P2 0.18 target <=0.198 reachable",
+		"floor P4 3.67 target <=8 reachable",
 		"floor P6 n/a target <=64 unmeasured",
-		"P1 2 target <=2 PASS", // medians: 280000 / 140000
-		"P2 0.2 target <=0.25 PASS",
+		"P1 2 target <=1.2 FAIL", // medians: 280000 / 140000
+		"P2 0.2 target <=0.198 FAIL",
 		"P3 1.1 target <=1.2 PASS",
-		"P4 103 target <=3 FAIL",
+		"P4 103 target <=8 FAIL",
 		"P5 0.5 target >=0.5 PASS",
 		"P6 n/a target <=64 FAIL",
+		"P7 3.5 target <=4 PASS",
 		"L1 16 target <=5 FAIL",
 		"A1 1.4 target >=1 PASS",
 	}
@@ -61,6 +63,18 @@ func TestSummary(t *testing.T) {
 	}
 	if complete {
 		t.Error("complete with P6 missing")
+	}
+}
+
+// A target relative to a floor the run did not measure cannot be met.
+func TestTargetOfAMissingFloor(t *testing.T) {
+	r, err := parse(strings.NewReader("BenchmarkP1Review/admitfn-2 10 300 ns/op\nBenchmarkP1Review/floor-2 10 100 ns/op\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, complete := summarize(r)
+	if complete || !slices.Contains(lines, "floor P1 n/a target <=n/a unmeasured") || !slices.Contains(lines, "P1 3 target <=n/a FAIL") {
+		t.Errorf("complete %v:\n%s", complete, strings.Join(lines, "\n"))
 	}
 }
 
@@ -128,7 +142,7 @@ func TestPerformanceResults(t *testing.T) {
 // formatRegexp reads a format line: <placeholders>, a|b alternatives, and
 // literal words.
 func formatRegexp(t *testing.T, format string) *regexp.Regexp {
-	placeholders := strings.NewReplacer("<id>", `[A-Z]\d+`, "<ratio>", `(?:\d[\d.e+]*|n/a)`, "<op>", `(?:<=|>=)`, "<value>", `[\d.]+`)
+	placeholders := strings.NewReplacer("<id>", `[A-Z]\d+`, "<ratio>", `(?:\d[\d.e+]*|n/a)`, "<op>", `(?:<=|>=)`, "<value>", `(?:\d[\d.e+]*|n/a)`)
 	var words []string
 	for _, w := range strings.Fields(format) {
 		switch {

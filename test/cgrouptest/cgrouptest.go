@@ -20,22 +20,76 @@ import (
 // cgroup limited to limit bytes: a shell moves itself into the cgroup, then
 // execs name. The cgroup is removed when the test ends, after the process
 // has exited.
-func Command(t *testing.T, limit int64, name string, args ...string) *exec.Cmd {
+func Command(t testing.TB, limit int64, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	return exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, procs(t, limit), name}, args...)...)
+}
+
+// Gate holds a process started by GatedCommand at the door: in its cgroup,
+// not yet running name.
+type Gate struct {
+	joined, open *os.File // the parent's ends of the two pipes
+	child        []*os.File
+}
+
+// GatedCommand is Command for timing a start: the shell joins the cgroup,
+// then waits at the gate until Open lets it exec name, so that what is
+// timed from Open leaves out moving into the cgroup (which cgroup v1 makes
+// take milliseconds, a real container runtime's cost, not the program's).
+func GatedCommand(t testing.TB, limit int64, name string, args ...string) (*exec.Cmd, *Gate) {
+	t.Helper()
+	joinedR, joinedW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	openR, openW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{joined: joinedR, open: openW, child: []*os.File{joinedW, openR}}
+	t.Cleanup(func() {
+		for _, f := range append(g.child, g.joined, g.open) {
+			f.Close()
+		}
+	})
+	script := `echo $$ > "$0" && echo >&3 && read _ <&4 && exec 3>&- 4<&- "$@"`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, procs(t, limit), name}, args...)...)
+	cmd.ExtraFiles = g.child // fds 3 and 4
+	return cmd, g
+}
+
+// Wait returns once the started process is in its cgroup.
+func (g *Gate) Wait() error {
+	for _, f := range g.child { // the child holds them now
+		f.Close()
+	}
+	if _, err := g.joined.Read(make([]byte, 1)); err != nil {
+		return fmt.Errorf("the process did not join its cgroup: %w", err)
+	}
+	return nil
+}
+
+// Open lets the process exec its program.
+func (g *Gate) Open() error {
+	_, err := g.open.Write([]byte("\n"))
+	return err
+}
+
+// procs makes a cgroup limited to limit bytes and returns its process list.
+func procs(t testing.TB, limit int64) string {
 	t.Helper()
 	dir, limitFile := create(t)
 	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
 		t.Fatalf("set the cgroup's memory limit: %v", err)
 	}
-	procs := filepath.Join(dir, "cgroup.procs")
-	script := fmt.Sprintf(`echo $$ > %q && exec "$@"`, procs)
-	return exec.Command("/bin/sh", append([]string{"-c", script, "sh", name}, args...)...)
+	return filepath.Join(dir, "cgroup.procs")
 }
 
 // create makes a memory cgroup for this test and returns its directory and
 // the name of its limit file: cgroup v1's memory controller when mounted
 // (alone or beside a v2 hierarchy), else v2 with the memory controller
 // enabled for children of the root.
-func create(t *testing.T) (dir, limitFile string) {
+func create(t testing.TB) (dir, limitFile string) {
 	t.Helper()
 	var parent string
 	switch {
