@@ -40,7 +40,7 @@ TOFU         ?= $(TOOLS_DIR)/tofu-$(TOFU_VERSION)
 # terraform-docs writes the modules' input and output tables (hack/tools/terraform-docs).
 TFDOCS_VERSION := v0.20.0
 TFDOCS         ?= $(TOOLS_DIR)/terraform-docs-$(TFDOCS_VERSION)
-TF_DIRS        := $(wildcard terraform/modules/* terraform/examples/*)
+TF_DIRS        := $(patsubst %/,%,$(wildcard terraform/modules/*/ terraform/examples/*/))
 STORE_ENV := ADMITFN_POLICYREPORT_VALIDATOR=$(POLICYREPORT_VALIDATOR) ADMITFN_STORE_TESTS=required ADMITFN_VERSITYGW=$(VERSITYGW) ADMITFN_FAKE_GCS_SERVER=$(FAKE_GCS_SERVER)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

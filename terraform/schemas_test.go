@@ -104,8 +104,7 @@ func newMirror(t *testing.T, set map[string]string) mirror {
 
 // workspace copies terraform/ (modules and examples, without state or
 // plugins) and the example bundle the tests read to a directory where init
-// may write, with the webhook configurations the webhook module's tests and
-// the examples read rendered by admitfn. It returns the copy of terraform/.
+// may write. It returns the copy of terraform/.
 func workspace(t *testing.T) string {
 	root := t.TempDir()
 	for _, tree := range []struct{ from, to string }{{".", "terraform"}, {"../policies/examples", "policies/examples"}} {
@@ -113,17 +112,7 @@ func workspace(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	dir := filepath.Join(root, "terraform")
-	out, err := exec.Command(admitfn, "render", "-p", "../policies/examples", "--url", "https://admitfn.invalid", "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("admitfn render: %v", err)
-	}
-	for _, f := range []string{"modules/webhook/tests/webhooks.json", "examples/aws-eks/webhooks.json", "examples/gcp-gke/webhooks.json"} {
-		if err := os.WriteFile(filepath.Join(dir, f), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return filepath.Join(root, "terraform")
 }
 
 // copyTree copies the files of from to to, leaving out Go sources, test

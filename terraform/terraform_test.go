@@ -8,6 +8,7 @@ package terraform
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,8 @@ var (
 	modules  = []string{"modules/bundle", "modules/aws-lambda", "modules/gcp-function", "modules/webhook"}
 	examples = []string{"examples/aws-eks", "examples/gcp-gke"}
 )
+
+var update = flag.Bool("update", false, "rewrite examples/webhooks.json with admitfn render")
 
 // admitfn is the CLI, built once: the golden test runs `admitfn render`.
 var admitfn string
@@ -720,5 +723,24 @@ func TestAuditRoleMatchesTheDocs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("kubernetes_cluster_role_v1.audit rules:\n%s\nwant (docs/audit-rbac.yaml)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// examples/webhooks.json, which the examples and the webhook module's tests
+// read, is what admitfn render makes of the example bundle: the examples go
+// from make lambda or make gcf to a cluster in one apply. go test
+// ./terraform -update rewrites it.
+func TestExampleWebhooksAreTheRender(t *testing.T) {
+	const path = "examples/webhooks.json"
+	want := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid")
+	got, err := os.ReadFile(path)
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is not admitfn render's output for policies/examples (%v): go test ./terraform -update rewrites it", path, err)
 	}
 }

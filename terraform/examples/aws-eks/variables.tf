@@ -21,9 +21,9 @@ variable "lambda_zip" {
 }
 
 variable "webhooks_json" {
-  description = "`admitfn render -p <policies_dir> --url https://admitfn.invalid -o json` saved to a file."
+  description = "`admitfn render -p <policies_dir> --url https://admitfn.invalid -o json` saved to a file. The default is the example bundle's, kept current by a test: render your own bundle's when you change policies_dir."
   type        = string
-  default     = "webhooks.json"
+  default     = "../webhooks.json"
 }
 
 variable "webhook_timeout_seconds" {

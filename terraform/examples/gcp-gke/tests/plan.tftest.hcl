@@ -1,6 +1,5 @@
 # Plan-only tests with mocked providers, run by make tf-check against the
-# providers' recorded schemas. webhooks.json is what `admitfn render` makes
-# of the example bundle (make tf-check writes it, as the README says).
+# providers' recorded schemas, with the example bundle's webhooks.
 
 mock_provider "google" {
   mock_data "google_container_cluster" {

@@ -1,6 +1,6 @@
 # Plan-only tests with a mocked provider, run by make tf-check against the
-# provider's recorded schemas. tests/webhooks.json is what `admitfn render`
-# makes of the example bundle (make tf-check writes it).
+# provider's recorded schemas, on what `admitfn render` makes of the
+# example bundle (terraform/examples/webhooks.json, kept current by a test).
 
 mock_provider "kubernetes" {}
 
@@ -9,7 +9,7 @@ run "load" {
     source = "./tests/load"
   }
   variables {
-    file = "tests/webhooks.json"
+    file = "../../examples/webhooks.json"
   }
 }
 
