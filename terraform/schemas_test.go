@@ -2,6 +2,8 @@ package terraform
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // schemaSets are the provider versions tf-check runs the modules against:
@@ -278,6 +283,60 @@ func TestToolVersionsAreTheToolsModules(t *testing.T) {
 		got := regexp.MustCompile(`(?m)^require ` + regexp.QuoteMeta(module) + ` (\S+)$`).FindSubmatch(gomod)
 		if want == nil || got == nil || string(got[1]) != string(want[1]) {
 			t.Errorf("the Makefile's %s %q, hack/tools/%s requires %q", variable, want, dir, got)
+		}
+	}
+}
+
+// Every resource the function modules create that takes tags (aws) or
+// labels (google), by the provider's recorded schema, is given the
+// module's.
+func TestTagsOnEverythingThatTakesThem(t *testing.T) {
+	for dir, c := range map[string]struct{ schema, provider, attr, value string }{
+		"modules/aws-lambda":   {"aws-" + schemaSets["newest"]["aws"], "aws", "tags", "var.tags"},
+		"modules/gcp-function": {"google-" + schemaSets["newest"]["google"], "google", "labels", "var.labels"},
+	} {
+		raw, err := os.ReadFile(filepath.Join("testdata", "schemas", c.schema+".json.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			ProviderSchemas map[string]struct {
+				ResourceSchemas map[string]struct {
+					Block struct {
+						Attributes map[string]struct{ Optional bool }
+					}
+				} `json:"resource_schemas"`
+			} `json:"provider_schemas"`
+		}
+		if err := json.NewDecoder(zr).Decode(&file); err != nil {
+			t.Fatal(err)
+		}
+		resources := file.ProviderSchemas["registry.terraform.io/hashicorp/"+c.provider].ResourceSchemas
+		src, err := os.ReadFile(filepath.Join(dir, "main.tf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, diags := hclsyntax.ParseConfig(src, "main.tf", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		taking := 0
+		for _, block := range f.Body.(*hclsyntax.Body).Blocks {
+			if block.Type != "resource" || !resources[block.Labels[0]].Block.Attributes[c.attr].Optional {
+				continue
+			}
+			taking++
+			attr, ok := block.Body.Attributes[c.attr]
+			if !ok || string(attr.Expr.Range().SliceBytes(src)) != c.value {
+				t.Errorf("%s: %s.%s takes %s but is not given %s", dir, block.Labels[0], block.Labels[1], c.attr, c.value)
+			}
+		}
+		if taking < 3 {
+			t.Errorf("%s: %d resources take %s: the schema was not read", dir, taking, c.attr)
 		}
 	}
 }
