@@ -196,49 +196,40 @@ cases:
 	}
 }
 
-// command splits an output block into its `$ command` line and what the
-// command printed.
-func command(t *testing.T, b doccheck.Block, want string) string {
+// shows checks docs/policies.md's one block marked for the calling test:
+// its `$ admitfn …` line is shown, and what follows is what admitfn prints
+// when run with args, strip taken out of its paths, exiting with code.
+func shows(t *testing.T, shown string, args []string, strip string, code int) {
 	t.Helper()
-	line, out, _ := strings.Cut(b.Text, "\n")
-	if line != "$ "+want {
-		t.Fatalf("%s: the block shows %q, want %q", b, line, "$ "+want)
+	b := doccheck.Find(t, "docs/policies.md", 1)[0]
+	line, want, _ := strings.Cut(b.Text, "\n")
+	if line != "$ "+shown {
+		t.Fatalf("%s: the block shows %q, want %q", b, line, "$ "+shown)
 	}
-	return out
+	var stdout, stderr bytes.Buffer
+	exit := run(args, &stdout, &stderr)
+	if got := strings.ReplaceAll(stdout.String(), strip, ""); exit != code || got != want {
+		t.Errorf("exit %d; %s printed:\n%s\ndocs/policies.md shows:\n%s", exit, shown, got, want)
+	}
 }
 
 // docs/policies.md's run of the example tests is what admitfn test prints.
 func TestPoliciesDocExamples(t *testing.T) {
-	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn test policies/examples")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"test", "../../policies/examples"}, &stdout, &stderr)
-	if got := strings.ReplaceAll(stdout.String(), "../../", ""); code != 0 || got != want {
-		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
-	}
+	shows(t, "admitfn test policies/examples", []string{"test", "../../policies/examples"}, "../../", 0)
 }
 
 // docs/policies.md's failing case is what admitfn test prints for
 // testdata/shop.
 func TestPoliciesDocFailingCase(t *testing.T) {
-	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn test shop/")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"test", "testdata/shop/"}, &stdout, &stderr)
-	if got := strings.ReplaceAll(stdout.String(), "testdata/shop/", "shop/"); code != 1 || got != want {
-		t.Errorf("exit %d; admitfn test printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
-	}
+	shows(t, "admitfn test shop/", []string{"test", "testdata/shop/"}, "testdata/", 1)
 }
 
 // docs/policies.md's lint output is what admitfn lint prints for
 // testdata/lint, with the page's policy name.
 func TestPoliciesDocLint(t *testing.T) {
-	want := command(t, doccheck.Find(t, "docs/policies.md", 1)[0], "admitfn lint -p my-policies")
 	dir := t.TempDir()
 	writeRenamed(t, "testdata/lint/policy.yaml", filepath.Join(dir, "my-policies", "policy.yaml"), "replicas.lint.admitfn.io")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"lint", "-p", filepath.Join(dir, "my-policies")}, &stdout, &stderr)
-	if got := strings.ReplaceAll(stdout.String(), dir+string(filepath.Separator), ""); code != 1 || got != want {
-		t.Errorf("exit %d; admitfn lint printed:\n%s\ndocs/policies.md shows:\n%s", code, got, want)
-	}
+	shows(t, "admitfn lint -p my-policies", []string{"lint", "-p", filepath.Join(dir, "my-policies")}, dir+string(filepath.Separator), 1)
 }
 
 // writeRenamed copies a test bundle's file to dst, its policy named as the
