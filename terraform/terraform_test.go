@@ -47,14 +47,8 @@ var update = flag.Bool("update", false, "rewrite examples/webhooks.json with adm
 var admitfn string
 
 func TestMain(m *testing.M) {
-	var err error
-	if admitfn, err = testbin.Get("admitfn"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	admitfn = testbin.MustGet("admitfn")
+	os.Exit(testbin.Run(m))
 }
 
 func TestModulesLoadWithoutDiagnostics(t *testing.T) {

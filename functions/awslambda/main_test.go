@@ -7,7 +7,6 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -33,14 +32,8 @@ import (
 var bootstrap string
 
 func TestMain(m *testing.M) {
-	var err error
-	if bootstrap, err = testbin.Get("bootstrap"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	bootstrap = testbin.MustGet("bootstrap")
+	os.Exit(testbin.Run(m))
 }
 
 // --version prints which admitfn the bootstrap is, without a Runtime API.

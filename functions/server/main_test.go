@@ -221,11 +221,7 @@ func serverBinary(t *testing.T) string {
 	return testbin.Path(t, "server")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 
 // The built binary: SIGTERM shuts it down cleanly (exit 0); a bad bundle
 // makes it exit 1 with the load errors on stderr.

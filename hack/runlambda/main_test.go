@@ -12,11 +12,7 @@ import (
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 
 // make run-lambda's stand-ins answer the README's review through the real
 // bootstrap, and stop it when done.

@@ -19,11 +19,7 @@ import (
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 
 // Every example in the documentation is checked: a block other than a
 // shell one (which TestDocCommands runs through) names in its marker the

@@ -19,11 +19,7 @@ func buildServer(t *testing.T) string {
 	return testbin.Path(t, "server")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 
 // A short run of what `make soak` runs for a minute.
 func TestShortSoak(t *testing.T) {

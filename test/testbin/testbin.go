@@ -141,6 +141,24 @@ func Path(tb testing.TB, name string) string {
 	return p
 }
 
+// MustGet is Get for a TestMain, which has no test to fail: it exits.
+func MustGet(name string) string {
+	p, err := Get(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return p
+}
+
+// Run is a TestMain's body: it runs the tests, removes what Get built and
+// returns the exit code.
+func Run(m *testing.M) int {
+	code := m.Run()
+	Cleanup()
+	return code
+}
+
 // Cleanup removes what Get built; a TestMain calls it after m.Run.
 func Cleanup() {
 	mu.Lock()

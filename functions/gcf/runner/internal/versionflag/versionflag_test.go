@@ -1,7 +1,6 @@
 package versionflag_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,14 +13,8 @@ import (
 var runner string
 
 func TestMain(m *testing.M) {
-	var err error
-	if runner, err = testbin.Get("gcf"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	runner = testbin.MustGet("gcf")
+	os.Exit(testbin.Run(m))
 }
 
 // The runner's --version answers before the function's init loads a bundle: here one
