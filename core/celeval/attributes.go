@@ -27,6 +27,8 @@ type Attributes struct {
 	req *review.Request
 
 	request       ref.Val
+	requestSize   measure // inputSize's measure of request
+	requestSized  bool
 	namespace     ref.Val
 	namespaceName string
 	annotations   map[string]string
@@ -42,6 +44,8 @@ type Attributes struct {
 	// binding is the binding upstream's dispatcher matched last: the one
 	// the policy's next evaluation is for (validate's report).
 	binding string
+	// params are the params objects measured (inputSize).
+	params []measured
 }
 
 // sharedObject is the CEL value of one object, remembered with the object
@@ -49,6 +53,9 @@ type Attributes struct {
 type sharedObject struct {
 	src runtime.Object
 	val ref.Val
+	// size is inputSize's measure of src, once sized.
+	size  measure
+	sized bool
 }
 
 // NewAttributes builds the attributes of a decoded review request.
@@ -108,6 +115,7 @@ func (a *Attributes) celRequest() ref.Val {
 		r.RequestSubResource = a.req.RequestSubResource
 	}
 	a.request = celcommon.SchemalessTypedToVal(r)
+	a.requestSize, a.requestSized = admissionRequestSize(r)
 	return a.request
 }
 
@@ -119,7 +127,7 @@ func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject)
 		return lazy.CELValue()
 	}
 	if shared.src != u {
-		shared.src, shared.val = u, objectValue(u.Object)
+		*shared = sharedObject{src: u, val: objectValue(u.Object)}
 	}
 	return shared.val, nil
 }

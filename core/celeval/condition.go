@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/cel-go/common/types/ref"
@@ -27,6 +28,11 @@ import (
 type condition struct {
 	vars    *Variables
 	results []plugincel.CompilationResult
+	// bound is set for a set in a budget chain (BudgetChain), which may be
+	// evaluated without cost tracking (costbound.go); evaluated counts
+	// evaluations up to the first, which is always tracked.
+	bound     *setBound
+	evaluated atomic.Bool
 }
 
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
@@ -52,6 +58,28 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	act.composition = compositionCtx
 
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
+	if own, ok := c.untracked(versionedAttr, inputs, namespace, runtimeCELCostBudget); ok {
+		compositionCtx.untracked = true
+		failed := false
+		for i, result := range c.results {
+			if err := deadlinePassed(ctx); err != nil {
+				return nil, -1, err
+			}
+			evaluations[i] = evaluateUntracked(compositionCtx, act, result)
+			failed = failed || evaluations[i].Error != nil
+		}
+		if !failed {
+			// The true remaining budget is at least this; only a tail
+			// within its own bound is given it (setBound).
+			return evaluations, runtimeCELCostBudget - int64(own), nil
+		}
+		// An error's text can depend on the cost observer (a cost
+		// function that fails on arguments of the wrong type is what
+		// reports them, in upstream's words): errors are rare, so the
+		// set is evaluated again, tracked, for upstream's.
+		compositionCtx = &composition{Context: ctx, vars: c.vars, memo: compositionCtx.memo}
+		act.composition, act.variables = compositionCtx, nil
+	}
 	remaining := runtimeCELCostBudget
 	for i, result := range c.results {
 		if err := deadlinePassed(ctx); err != nil {
@@ -63,6 +91,35 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		}
 	}
 	return evaluations, remaining, nil
+}
+
+// untracked decides whether c is evaluated without cost tracking on this
+// input: it is in a budget chain, has been evaluated before (a function
+// that answers one review and stops should not plan programs it will not
+// reuse), its inputs are measured, and what it and its tail may cost at
+// their size fits in the budget, each expression within its per-call
+// limit. own is c's bound, which the remaining budget it returns is lowered
+// by.
+func (c *condition) untracked(versionedAttr *admission.VersionedAttributes, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, budget int64) (own uint64, ok bool) {
+	if c.bound == nil || budget <= 0 || !c.evaluated.Load() {
+		if c.bound != nil {
+			c.evaluated.Store(true)
+		}
+		return 0, false
+	}
+	attrs, isOurs := versionedAttr.Attributes.(*Attributes)
+	if !isOurs {
+		return 0, false
+	}
+	size, measured := attrs.inputSize(versionedAttr, inputs.VersionedParams, namespace)
+	if !measured {
+		return 0, false
+	}
+	k := classOf(size.l, size.t)
+	if k.l > maxClassL || k.t > maxClassT || c.need(k) > uint64(budget) {
+		return 0, false
+	}
+	return c.costAt(k), true
 }
 
 func deadlinePassed(ctx context.Context) error {
@@ -218,6 +275,37 @@ func evaluate(compositionCtx *composition, act *activation, result plugincel.Com
 	return evaluation, remainingBudget, nil
 }
 
+// evaluateUntracked is evaluate for a set proven within its budget and
+// limits: the same results and errors, nothing priced.
+func evaluateUntracked(compositionCtx *composition, act *activation, result plugincel.CompilationResult) plugincel.EvaluationResult {
+	var evaluation plugincel.EvaluationResult
+	if result.ExpressionAccessor == nil {
+		return evaluation
+	}
+	evaluation.ExpressionAccessor = result.ExpressionAccessor
+	if result.Error != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("compilation error: %v", result.Error),
+			Cause:  result.Error,
+		}
+		return evaluation
+	}
+	start := time.Now()
+	evalResult, _, err := untrackedOf(result).ContextEval(compositionCtx, act)
+	compositionCtx.GetAndResetCost()
+	evaluation.Elapsed = time.Since(start)
+	if err != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", result.ExpressionAccessor.GetExpression(), err),
+		}
+	} else {
+		evaluation.EvalResult = evalResult
+	}
+	return evaluation
+}
+
 func outOfBudget() error {
 	return &apiservercel.Error{
 		Type:   apiservercel.ErrorTypeInvalid,
@@ -238,6 +326,25 @@ func newCondition(vars *Variables, results []plugincel.CompilationResult) *condi
 		vars = NewVariables()
 	}
 	return &condition{vars: vars, results: results}
+}
+
+// BudgetChain declares how upstream's validator passes the budget between
+// condition sets built by NewConditionEvaluator: each set's remaining
+// budget goes to the next, the last's is dropped (validations → messages;
+// audit annotations and match conditions alone). Only sets in a chain may
+// be evaluated without cost tracking, each when a bound proves that it and
+// the sets after it stay within their limits and budget; a set whose
+// remaining budget is used elsewhere must never be in one.
+func BudgetChain(sets ...plugincel.ConditionEvaluator) {
+	var next *condition
+	for i := len(sets) - 1; i >= 0; i-- {
+		c, ok := sets[i].(*condition)
+		if !ok || c.bound != nil {
+			panic("celeval.BudgetChain: a set not built by NewConditionEvaluator, or chained twice")
+		}
+		c.bound = &setBound{tail: next}
+		next = c
+	}
 }
 
 // NewMutatingEvaluator is NewConditionEvaluator for one mutation expression

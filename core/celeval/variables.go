@@ -48,6 +48,7 @@ type Variables struct {
 	results []plugincel.CompilationResult
 	index   map[string]int
 	typ     *types.Type
+	bounds  varBounds
 }
 
 // NewVariables returns a policy's empty set of variables.
@@ -82,6 +83,9 @@ type composition struct {
 	vars *Variables
 	memo *variableMemo
 	cost int64
+	// untracked: the set is evaluated without cost tracking
+	// (costbound.go), and so are its variables.
+	untracked bool
 }
 
 var _ plugincel.CompositionContext = (*composition)(nil)
@@ -103,12 +107,13 @@ type variableMemo struct {
 }
 
 // memoEntry is one variable: whether it was evaluated to the end, its value
-// (an error included) and own cost, and the variables its evaluation read.
+// (an error included) and own cost (unless it was evaluated untracked), and
+// the variables its evaluation read.
 type memoEntry struct {
-	done bool
-	val  ref.Val
-	cost int64
-	deps []int
+	done, priced bool
+	val          ref.Val
+	cost         int64
+	deps         []int
 }
 
 // memoKey identifies what a policy's variables read on a validating review
@@ -221,7 +226,7 @@ func (memo *variableMemo) read(by, i int) {
 // same cost), or what is remembered of its first evaluation.
 func (m *variablesValue) evaluate(i int) ref.Val {
 	c := m.c
-	if c.memo != nil && c.memo.entries[i].done {
+	if c.memo != nil && c.memo.entries[i].done && (c.untracked || c.memo.entries[i].priced) {
 		e := &c.memo.entries[i]
 		m.evaluating = append(m.evaluating, i)
 		for _, d := range e.deps {
@@ -234,6 +239,9 @@ func (m *variablesValue) evaluate(i int) ref.Val {
 	name, result := c.vars.names[i], c.vars.results[i]
 	if result.Error != nil {
 		return types.NewErr("composited variable %q fails to compile: %v", name, result.Error)
+	}
+	if c.untracked {
+		return m.evaluateUntracked(i, name, result)
 	}
 	m.evaluating = append(m.evaluating, i)
 	v, details, err := result.Program.ContextEval(c, m.activation)
@@ -257,7 +265,25 @@ func (m *variablesValue) evaluate(i int) ref.Val {
 	// same way again: only what ran to its end is remembered.
 	if c.memo != nil && c.Err() == nil {
 		e := &c.memo.entries[i]
-		e.done, e.val, e.cost = true, v, cost
+		e.done, e.priced, e.val, e.cost = true, true, v, cost
+	}
+	return v
+}
+
+// evaluateUntracked is evaluate in a set evaluated without cost tracking:
+// the same value and errors, no cost. What it remembers has no cost, so a
+// tracked set evaluates the variable again.
+func (m *variablesValue) evaluateUntracked(i int, name string, result plugincel.CompilationResult) ref.Val {
+	c := m.c
+	m.evaluating = append(m.evaluating, i)
+	v, _, err := untrackedOf(result).ContextEval(c, m.activation)
+	m.evaluating = m.evaluating[:len(m.evaluating)-1]
+	if err != nil {
+		v = types.NewErr("composited variable %q fails to evaluate: %v", name, err)
+	}
+	if c.memo != nil && c.Err() == nil {
+		e := &c.memo.entries[i]
+		e.done, e.val = true, v
 	}
 	return v
 }

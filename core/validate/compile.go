@@ -87,6 +87,14 @@ func compileSets(compiler celeval.PolicyCompiler, p *admissionregistrationv1.Val
 	sets.validations = compileAll(x.validations, vars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("expression") })
 	sets.annotations = compileAll(x.annotations, vars, func(i int) *field.Path { return spec.Child("auditAnnotations").Index(i).Child("valueExpression") })
 	sets.messages = compileAll(x.messages, messageVars, func(i int) *field.Path { return spec.Child("validations").Index(i).Child("messageExpression") })
+	// How upstream's validator and matcher pass the budget on: the
+	// validations' remaining budget to the messages; the other sets each
+	// start from a full budget, and their remaining is dropped.
+	celeval.BudgetChain(sets.validations, sets.messages)
+	celeval.BudgetChain(sets.annotations)
+	if sets.matchConditions != nil {
+		celeval.BudgetChain(sets.matchConditions)
+	}
 	return sets, errs
 }
 

@@ -1,0 +1,805 @@
+package celeval
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/types"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+)
+
+// Evaluation without cost tracking.
+//
+// cel-go's cost observer prices every step of an evaluation; on the policy
+// library it is half of what evaluating costs. What it decides is binary
+// and all a user can observe of it: an expression passes its per-call limit
+// or fails, a condition set runs out of its budget or not. When a bound
+// computed before evaluating proves that neither can happen on this review,
+// the set is evaluated by programs planned without the observer
+// (untrackedOption); otherwise exactly as upstream, with the observer.
+//
+// The bound. Every value a review's expressions start from (object,
+// oldObject, request, namespaceObject, params) is a tree in which no list
+// or map has more than L entries and no string more than T bytes, the
+// longest of each in the review (inputSize). sizer walks an expression's
+// checked AST and bounds, for each node, the size cel-go's cost model gives
+// its value (a list's or map's length, a string's runes, 1 for anything
+// else) and that of anything inside it, as a list or map and as a string
+// apart: a comprehension iterates a list or map, a string function reads a
+// string. cel-go's static cost estimator then prices the expression with
+// those sizes, and sizeEstimator prices the calls Kubernetes' library
+// charges for by their runtime formulas. An expression that calls a
+// function whose result sizer cannot size, or an amplifying one (bounded.go:
+// its extra cost is admitfn's), or reads `variables` whole, has no bound.
+// Bounds are computed once per pair of powers of two over L and T
+// (sizeClass) and kept.
+//
+// TestCostBoundAgreesWithExactCost and FuzzCostBound (core/validate) hold
+// every outcome to exact tracking's on budgets down to one below the exact
+// cost, so a bound below a true cost shows.
+
+// unbounded is a size or cost without a bound.
+const unbounded = math.MaxUint64
+
+// extent bounds a value: l its size if it is a list or map, s if it is a
+// string or bytes; nl and ns the same for anything inside it (elements,
+// keys and values, at any depth).
+type extent struct{ l, s, nl, ns uint64 }
+
+var (
+	scalar   = extent{l: 1, s: 1}
+	noExtent = extent{unbounded, unbounded, unbounded, unbounded}
+	// minInputLength: the typed request and namespace are maps of up to
+	// ~20 fields.
+	minInputLength = uint64(32)
+)
+
+func sadd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return unbounded
+	}
+	return a + b
+}
+
+func smul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return unbounded
+	}
+	return lo
+}
+
+// size is the value's size whatever it is.
+func (x extent) size() uint64 { return max(x.l, x.s) }
+
+// element is any value inside x.
+func (x extent) element() extent { return extent{x.nl, x.ns, x.nl, x.ns} }
+
+// holding is a container of values like x, of length n.
+func holding(n uint64, xs ...extent) extent {
+	c := extent{l: n}
+	for _, x := range xs {
+		c.nl, c.ns = max(c.nl, x.l, x.nl), max(c.ns, x.s, x.ns)
+	}
+	return c
+}
+
+func text(n uint64) extent { return extent{s: n} }
+
+func union(a, b extent) extent {
+	return extent{max(a.l, b.l), max(a.s, b.s), max(a.nl, b.nl), max(a.ns, b.ns)}
+}
+
+// boundedProgram is a compiled expression with what its bound needs: the
+// checked AST and its environment. The program without the observer, and
+// the AST the estimator reads, are made on first use.
+type boundedProgram struct {
+	cel.Program
+	env *cel.Env
+	ast *cel.Ast
+
+	once      sync.Once
+	untracked cel.Program
+	costAST   *cel.Ast
+}
+
+func (p *boundedProgram) prepare() {
+	p.once.Do(func() {
+		opt, err := untrackedOption()
+		if err != nil {
+			return
+		}
+		prog, err := p.env.Program(p.ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt)
+		if err != nil {
+			return
+		}
+		if p.costAST, err = selectsPriced(p.ast); err == nil {
+			p.untracked = prog
+		}
+		p.ast = nil
+	})
+}
+
+func (p *boundedProgram) untrackedProgram() cel.Program {
+	p.prepare()
+	return p.untracked
+}
+
+// selectsPriced is a copy of a whose select operands are all typed as maps
+// where they were not a map, a struct or a type parameter: cel-go's
+// estimator prices a field selection only on those (Kubernetes' typed
+// schemas), while its runtime charges every selection, and on an object of
+// type dyn the estimate would fall below what is charged.
+func selectsPriced(a *cel.Ast) (*cel.Ast, error) {
+	checked, err := cel.AstToCheckedExpr(a)
+	if err != nil {
+		return nil, err
+	}
+	mapType, err := types.TypeToExprType(types.NewMapType(types.StringType, types.DynType))
+	if err != nil {
+		return nil, err
+	}
+	native := a.NativeRep()
+	for _, e := range ast.MatchDescendants(ast.NavigateAST(native), ast.KindMatcher(ast.SelectKind)) {
+		op := e.AsSelect().Operand()
+		switch native.GetType(op.ID()).Kind() {
+		case types.MapKind, types.StructKind, types.TypeParamKind:
+		default:
+			checked.TypeMap[op.ID()] = mapType
+		}
+	}
+	return cel.CheckedExprToAst(checked), nil
+}
+
+// untrackedOf is the untracked program of a compiled expression, or nil.
+func untrackedOf(r plugincel.CompilationResult) cel.Program {
+	if p, ok := r.Program.(*boundedProgram); ok {
+		return p.untrackedProgram()
+	}
+	return nil
+}
+
+// exprBound is one expression's bound at an input size.
+type exprBound struct {
+	cost   uint64
+	result extent
+	// vars are the variables the expression reads (indexes).
+	vars []int
+}
+
+// bound prices the expression for inputs of class k; vars are the bounds of
+// the policy's variables at k, in order (those before the expression's own,
+// for a variable).
+func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) exprBound {
+	if p.untrackedProgram() == nil {
+		return exprBound{cost: unbounded, result: noExtent}
+	}
+	native := p.costAST.NativeRep()
+	sz := &sizer{ast: native, input: k.input(), names: names, vars: vars, sizes: map[int64]extent{}, ranges: map[int64]bool{}, scalars: scalarOverloads(p.env)}
+	result := sz.expr(native.Expr())
+	b := exprBound{cost: unbounded, result: result, vars: sz.read}
+	if sz.unpriced {
+		return b
+	}
+	est, err := p.env.EstimateCost(p.costAST, &sizeEstimator{sizes: sz.sizes, ranges: sz.ranges})
+	if err == nil {
+		b.cost = est.Max
+	}
+	return b
+}
+
+// sizeEstimator gives cel-go's estimator the sizes sizer bounded, and
+// prices the calls Kubernetes' library prices at runtime
+// (library.CostEstimator.CallCost) by that runtime formula, on those
+// sizes. Kubernetes' own static estimates are not used: they are written
+// for typed schemas, and some fall below what the runtime charges (join's
+// is half of it). Every other call is cel-go's, whose static and runtime
+// costs are one model.
+type sizeEstimator struct {
+	sizes map[int64]extent
+	// ranges are the comprehension ranges: iterated, their size is their
+	// length as a list or map (a string is no range).
+	ranges map[int64]bool
+}
+
+func (e *sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if n == nil || n.Expr() == nil {
+		return nil
+	}
+	x, ok := e.sizes[n.Expr().ID()]
+	if !ok {
+		return nil
+	}
+	size := x.size()
+	if e.ranges[n.Expr().ID()] {
+		size = x.l
+	}
+	if size == unbounded {
+		return nil
+	}
+	return &checker.SizeEstimate{Min: 0, Max: size}
+}
+
+func (e *sizeEstimator) extent(n *checker.AstNode) extent {
+	if n == nil || *n == nil || (*n).Expr() == nil {
+		return noExtent
+	}
+	if x, ok := e.sizes[(*n).Expr().ID()]; ok {
+		return x
+	}
+	return noExtent
+}
+
+// ceil is ceil(x × f), as the runtime rounds its factors.
+func ceil(x uint64, f float64) uint64 {
+	if x == unbounded {
+		return unbounded
+	}
+	c := math.Ceil(float64(x) * f)
+	if c >= math.MaxUint64 {
+		return unbounded
+	}
+	return uint64(c)
+}
+
+func (e *sizeEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	// The runtime's arguments: the receiver first.
+	var all []*checker.AstNode
+	if target != nil {
+		all = append(all, target)
+	}
+	for i := range args {
+		all = append(all, &args[i])
+	}
+	arg := func(i int) extent {
+		if i < len(all) {
+			return e.extent(all[i])
+		}
+		return noExtent
+	}
+	var first *types.Type
+	if len(all) > 0 && *all[0] != nil {
+		first = (*all[0]).Type()
+	}
+	cost, ok := callCost(function, overloadID, arg, first)
+	if !ok {
+		return nil
+	}
+	return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 0, Max: cost}}
+}
+
+// callCost bounds what library.CostEstimator.CallCost charges a call of
+// function, from the extents of its arguments (receiver first) and the
+// type of the first; ok false where it charges nothing (cel-go prices the
+// call).
+func callCost(function, overloadID string, arg func(int) extent, first *types.Type) (uint64, bool) {
+	const traversal, regex = 0.1, 0.25
+	switch function {
+	case "check":
+		return 350000, true
+	case "serviceAccount", "path", "group", "resource", "subresource", "namespace", "name", "allowed", "reason", "error", "errored",
+		"masked", "prefixLength", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+		"format.named", "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub",
+		"major", "minor", "patch", "getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
+		return 1, true
+	case "fieldSelector", "labelSelector":
+		l := arg(1).s
+		return sadd(sadd(10, ceil(l, traversal)), ceil(ceil(l, 0.5), 50)), true
+	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
+		// A traversal of the receiver: a tenth per byte of its strings, 1
+		// for anything else. Nested lists and maps are traversed too,
+		// which this bound does not follow.
+		x := arg(0)
+		if first == nil {
+			return unbounded, true
+		}
+		switch first.Kind() {
+		case types.StringKind, types.BytesKind:
+			return ceil(x.s, traversal), true
+		case types.ListKind:
+			if ps := first.Parameters(); len(ps) == 1 {
+				switch k := ps[0].Kind(); {
+				case k == types.StringKind || k == types.BytesKind:
+					return smul(x.l, max(1, ceil(x.ns, traversal))), true
+				case isScalar(ps[0]):
+					return x.l, true
+				}
+			}
+		}
+		return unbounded, true
+	case "url", "lowerAscii", "upperAscii", "substring", "trim", "jsonpatch.escapeKey", "cidr", "isIP", "isCIDR",
+		"quantity", "isQuantity", "semver", "isSemver":
+		return ceil(arg(0).size(), traversal), true
+	case "ip":
+		if overloadID == "cidr_ip" {
+			return 1, true
+		}
+		return ceil(arg(0).size(), traversal), true
+	case "ip.isCanonical", "replace", "split":
+		return ceil(arg(0).size(), 2*traversal), true
+	case "join":
+		list := arg(0)
+		r, _ := callExtent(overloadID, &list, []extent{arg(1)})
+		return ceil(r.s, 2*traversal), true
+	case "find", "findAll":
+		return smul(ceil(sadd(arg(0).size(), 1), traversal), ceil(arg(1).size(), regex)), true
+	case "containsIP", "containsCIDR":
+		c := sadd(sadd(ceil(smul(arg(0).size(), 2), traversal), ceil(arg(0).size(), traversal)), 1)
+		return sadd(c, ceil(arg(1).size(), traversal)), true
+	case "validate":
+		// The format's longest regex is not known here.
+		return unbounded, true
+	}
+	return 0, false
+}
+
+// sizer bounds the size of every node of one expression.
+type sizer struct {
+	ast     *ast.AST
+	scalars map[string]bool
+	// input bounds every value the expression starts from.
+	input extent
+	names *Variables
+	vars  []exprBound
+	sizes map[int64]extent
+	// ranges are the comprehensions' ranges (sizeEstimator).
+	ranges map[int64]bool
+	scope  []scoped
+	// read are the variables read; unpriced: the estimator cannot price
+	// the expression (an amplifying call, `variables` read whole).
+	read     []int
+	unpriced bool
+}
+
+type scoped struct {
+	name string
+	ext  extent
+}
+
+func (s *sizer) expr(e ast.Expr) extent {
+	x := s.compute(e)
+	if isScalar(s.ast.GetType(e.ID())) {
+		x = scalar
+	}
+	s.sizes[e.ID()] = x
+	return x
+}
+
+// isScalar: values of these types are no traits.Sizer, so cel-go's cost
+// model sizes them 1.
+func isScalar(t *types.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case types.BoolKind, types.IntKind, types.UintKind, types.DoubleKind, types.NullTypeKind,
+		types.TimestampKind, types.DurationKind, types.TypeKind:
+		return true
+	}
+	return false
+}
+
+func (s *sizer) lookup(name string) (extent, bool) {
+	for i := len(s.scope) - 1; i >= 0; i-- {
+		if s.scope[i].name == name {
+			return s.scope[i].ext, true
+		}
+	}
+	return extent{}, false
+}
+
+func (s *sizer) compute(e ast.Expr) extent {
+	switch e.Kind() {
+	case ast.LiteralKind:
+		switch v := e.AsLiteral().(type) {
+		case types.String:
+			return text(uint64(utf8.RuneCountInString(string(v))))
+		case types.Bytes:
+			return text(uint64(len(v)))
+		}
+		return scalar
+	case ast.IdentKind:
+		return s.ident(e.AsIdent())
+	case ast.SelectKind:
+		sel := e.AsSelect()
+		if sel.IsTestOnly() {
+			s.expr(sel.Operand())
+			return scalar
+		}
+		if op := sel.Operand(); op.Kind() == ast.IdentKind && op.AsIdent() == plugincel.VariableVarName {
+			if _, local := s.lookup(plugincel.VariableVarName); !local {
+				s.sizes[op.ID()] = noExtent
+				return s.variable(sel.FieldName())
+			}
+		}
+		return s.expr(sel.Operand()).element()
+	case ast.CallKind:
+		return s.call(e)
+	case ast.ListKind:
+		elems := e.AsList().Elements()
+		xs := make([]extent, len(elems))
+		for i, el := range elems {
+			xs[i] = s.expr(el)
+		}
+		return holding(uint64(len(elems)), xs...)
+	case ast.MapKind:
+		entries := e.AsMap().Entries()
+		var xs []extent
+		for _, en := range entries {
+			m := en.AsMapEntry()
+			xs = append(xs, s.expr(m.Key()), s.expr(m.Value()))
+		}
+		return holding(uint64(len(entries)), xs...)
+	case ast.StructKind:
+		fields := e.AsStruct().Fields()
+		var xs []extent
+		for _, f := range fields {
+			xs = append(xs, s.expr(f.AsStructField().Value()))
+		}
+		return holding(uint64(len(fields)), xs...)
+	case ast.ComprehensionKind:
+		return s.comprehension(e.AsComprehension())
+	}
+	s.unpriced = true
+	return noExtent
+}
+
+func (s *sizer) ident(name string) extent {
+	if x, ok := s.lookup(name); ok {
+		return x
+	}
+	switch name {
+	case plugincel.ObjectVarName, plugincel.OldObjectVarName, plugincel.RequestVarName,
+		plugincel.NamespaceVarName, plugincel.ParamsVarName:
+		return s.input
+	case plugincel.VariableVarName:
+		// Read whole (iterated, indexed): every variable would be
+		// evaluated, which this bound does not count.
+		s.unpriced = true
+	}
+	// Anything else (a type name, `authorizer`) is sized by its type
+	// (expr), or has no bound.
+	return noExtent
+}
+
+func (s *sizer) variable(name string) extent {
+	if s.names == nil {
+		s.unpriced = true
+		return noExtent
+	}
+	i, ok := s.names.index[name]
+	if !ok || i >= len(s.vars) {
+		s.unpriced = true
+		return noExtent
+	}
+	if !slices.Contains(s.read, i) {
+		s.read = append(s.read, i)
+	}
+	return s.vars[i].result
+}
+
+// comprehension bounds a fold: its variables range over the elements (or
+// keys and values) of its range, and its accumulator may grow by at most
+// what one step adds to an empty one, once per element. A step that grows
+// faster (one that doubles the accumulator, say) has no bound; no macro's
+// does.
+func (s *sizer) comprehension(c ast.ComprehensionExpr) extent {
+	s.ranges[c.IterRange().ID()] = true
+	r := s.expr(c.IterRange())
+	elem := r.element()
+	v1, v2 := elem, elem
+	if c.HasIterVar2() {
+		if t := s.ast.GetType(c.IterRange().ID()); t != nil && t.Kind() == types.ListKind {
+			v1 = scalar
+		}
+	}
+	init := s.expr(c.AccuInit())
+	step := func(accu extent) extent {
+		n := len(s.scope)
+		s.scope = append(s.scope, scoped{c.IterVar(), v1})
+		if c.HasIterVar2() {
+			s.scope = append(s.scope, scoped{c.IterVar2(), v2})
+		}
+		s.scope = append(s.scope, scoped{c.AccuVar(), accu})
+		s.expr(c.LoopCondition())
+		x := s.expr(c.LoopStep())
+		s.scope = s.scope[:n]
+		return x
+	}
+	const probe = 1 << 40
+	grow := step(extent{})
+	big := step(extent{probe, probe, probe, probe})
+	accu := noExtent
+	if big.l <= sadd(probe, grow.l) && big.s <= sadd(probe, grow.s) && big.nl <= max(probe, grow.nl) && big.ns <= max(probe, grow.ns) {
+		accu = extent{
+			l:  sadd(init.l, smul(r.l, grow.l)),
+			s:  sadd(init.s, smul(r.l, grow.s)),
+			nl: max(init.nl, grow.nl),
+			ns: max(init.ns, grow.ns),
+		}
+	}
+	step(accu) // the sizes the estimator reads are the last pass's
+	s.scope = append(s.scope, scoped{c.AccuVar(), accu})
+	x := s.expr(c.Result())
+	s.scope = s.scope[:len(s.scope)-1]
+	return x
+}
+
+func (s *sizer) call(e ast.Expr) extent {
+	call := e.AsCall()
+	var target *extent
+	if call.IsMemberFunction() {
+		t := s.expr(call.Target())
+		target = &t
+	}
+	args := make([]extent, len(call.Args()))
+	for i, a := range call.Args() {
+		args[i] = s.expr(a)
+	}
+	ids := s.ast.GetOverloadIDs(e.ID())
+	if len(ids) == 0 {
+		s.unpriced = true
+		return noExtent
+	}
+	var x extent
+	for _, id := range ids {
+		if a, ok := amplifiers[id]; ok && !a.charged {
+			s.unpriced = true
+		}
+		r, ok := callExtent(id, target, args)
+		if !ok {
+			if !s.scalars[id] && !isScalar(s.ast.GetType(e.ID())) {
+				return noExtent
+			}
+			r = scalar
+		}
+		x = union(x, r)
+	}
+	return x
+}
+
+// callExtent bounds what an overload returns from what it is given, for
+// every overload of the environment whose result is not a scalar; ok false
+// for the others.
+func callExtent(id string, target *extent, args []extent) (extent, bool) {
+	arg := func(i int) extent {
+		if i < len(args) {
+			return args[i]
+		}
+		return noExtent
+	}
+	// self is the receiver: the target of a member call, else the first
+	// argument.
+	self := arg(0)
+	if target != nil {
+		self = *target
+	}
+	switch id {
+	case "add_list":
+		return extent{sadd(arg(0).l, arg(1).l), 0, max(arg(0).nl, arg(1).nl), max(arg(0).ns, arg(1).ns)}, true
+	case "add_string", "add_bytes":
+		return text(sadd(arg(0).s, arg(1).s)), true
+	case "conditional":
+		return union(arg(1), arg(2)), true
+	case "index_list", "index_map", "optional_list_index_int", "optional_map_index_value",
+		"select_optional_field", "list_optindex_optional_int", "map_optindex_optional_value",
+		"optional_list_optindex_optional_int", "optional_map_optindex_optional_value":
+		return arg(0).element(), true
+	case "list_first", "list_last", "list_string_max_string", "list_string_min_string",
+		"list_bytes_max_bytes", "list_bytes_min_bytes":
+		return self.element(), true
+	case "to_dyn", "optional_of", "optional_ofNonZeroValue", "string_to_string", "bytes_to_bytes":
+		return arg(0), true
+	case "optional_value", "optional_unwrap", "optional_unwrapOpt", "list_distinct", "list_reverse", "list_slice":
+		return self, true
+	case "optional_or_optional", "optional_orValue_value":
+		return union(self, arg(0)), true
+	case "optional_none", "string_to_quantity", "quantity_add", "quantity_add_int", "quantity_sub",
+		"quantity_sub_int", "string_to_semver", "string_bool_to_semver", "format-named":
+		return scalar, true
+	case "list_flatten":
+		return extent{smul(self.l, max(self.nl, 1)), 0, self.nl, self.ns}, true
+	case "@mapInsert_map_key_value":
+		return union(holding(sadd(arg(0).l, 1), arg(1), arg(2)), extent{nl: arg(0).nl, ns: arg(0).ns}), true
+	case "@mapInsert_map_map":
+		return extent{sadd(arg(0).l, arg(1).l), 0, max(arg(0).nl, arg(1).nl), max(arg(0).ns, arg(1).ns)}, true
+	case "bool_to_string", "double_to_string", "duration_to_string", "int64_to_string",
+		"timestamp_to_string", "uint64_to_string", "cidr_to_string", "ip_to_string":
+		return text(64), true
+	case "string_to_ip", "string_to_cidr", "cidr_ip", "cidr_masked":
+		// An IP or a CIDR is sized by its address's bytes.
+		return extent{l: 16, s: 16}, true
+	case "bytes_to_string", "string_lower_ascii", "string_upper_ascii", "string_trim",
+		"string_substring_int", "string_substring_int_int", "string_char_at_int", "string_find_string":
+		return text(self.s), true
+	case "string_to_bytes":
+		return text(smul(self.s, 4)), true
+	case "string_split_string", "string_split_string_int", "string_find_all_string", "string_find_all_string_int":
+		return extent{l: sadd(self.s, 1), ns: self.s}, true
+	case "strings_quote":
+		return text(sadd(smul(arg(0).s, 12), 2)), true
+	case "string_jsonpatch_escapeKey_string":
+		return text(smul(arg(0).s, 2)), true
+	case "list_join":
+		return text(smul(self.l, self.ns)), true
+	case "list_join_string":
+		return text(sadd(smul(self.l, self.ns), smul(self.l, arg(0).s))), true
+	case "string_to_url":
+		// A URL is sized 1; what its parts are read from is its string.
+		return extent{l: 1, s: 1, ns: arg(0).s}, true
+	case "url_get_escaped_path", "url_get_host", "url_get_hostname", "url_get_port", "url_get_scheme":
+		return text(smul(self.ns, 3)), true
+	case "url_get_query":
+		return extent{l: self.ns, nl: self.ns, ns: smul(self.ns, 3)}, true
+	}
+	if strings.HasPrefix(id, "list_") && strings.HasSuffix(id, "_sort") {
+		return self, true
+	}
+	if strings.HasPrefix(id, "list_") && strings.HasSuffix(id, "_sortByAssociatedKeys") {
+		return arg(0), true
+	}
+	return noExtent, false
+}
+
+// scalarOverloads are the overloads of env that return a scalar.
+func scalarOverloads(env *cel.Env) map[string]bool {
+	if m, ok := scalarsByEnv.Load(env); ok {
+		return m.(map[string]bool)
+	}
+	m := map[string]bool{}
+	for _, fn := range env.Functions() {
+		for _, o := range fn.OverloadDecls() {
+			if isScalar(o.ResultType()) {
+				m[o.ID()] = true
+			}
+		}
+	}
+	scalarsByEnv.Store(env, m)
+	return m
+}
+
+var scalarsByEnv sync.Map
+
+// class is a pair of powers of two, over the longest list or map (L) and
+// the longest string (T) of a review's inputs: bounds are computed for the
+// class, so for any input no longer.
+type class struct{ l, t uint8 }
+
+// Bounds are computed for classes up to lists of 65,536 entries and
+// strings of 1 MiB: a review beyond is tracked. Each class a set sees
+// costs its bound's computation once, so a caller varying its reviews'
+// sizes can make each set compute at most 12 × 21 of them.
+const maxClassL, maxClassT = 16, 20
+
+func classOf(l, t uint64) class {
+	return class{uint8(bits.Len64(max(l, minInputLength) - 1)), uint8(bits.Len64(max(t, 1) - 1))}
+}
+
+// input bounds every value an input holds, in class k.
+func (k class) input() extent {
+	pow := func(n uint8) uint64 {
+		if n >= 64 {
+			return unbounded
+		}
+		return 1 << n
+	}
+	l, t := pow(k.l), pow(k.t)
+	return extent{l, t, l, t}
+}
+
+// varBounds are a policy's variables' bounds at each class.
+type varBounds struct {
+	mu      sync.Mutex
+	byClass map[class][]exprBound
+}
+
+// boundsAt bounds each of v's variables at class k, in order: each reads
+// only those before it.
+func (v *Variables) boundsAt(k class) []exprBound {
+	v.bounds.mu.Lock()
+	defer v.bounds.mu.Unlock()
+	if b, ok := v.bounds.byClass[k]; ok {
+		return b
+	}
+	out := make([]exprBound, 0, len(v.results))
+	for _, r := range v.results {
+		p, ok := r.Program.(*boundedProgram)
+		if !ok || r.Error != nil {
+			out = append(out, exprBound{cost: unbounded, result: noExtent})
+			continue
+		}
+		out = append(out, p.bound(k, v, out))
+	}
+	if v.bounds.byClass == nil {
+		v.bounds.byClass = map[class][]exprBound{}
+	}
+	v.bounds.byClass[k] = out
+	return out
+}
+
+// setBound is what one condition set may cost at each class: its
+// expressions and every variable they read (each at most once in a set),
+// or unbounded when any of them may exceed its per-call limit.
+type setBound struct {
+	byClass sync.Map // class → uint64
+	// tail is the set upstream's validator gives this one's remaining
+	// budget to (validations → messages); untracked, this set returns a
+	// remaining budget lower than the true one, which only a set that is
+	// itself within its bound may be given.
+	tail *condition
+}
+
+// costAt is the cost bound of c's expressions at class k.
+func (c *condition) costAt(k class) uint64 {
+	if v, ok := c.bound.byClass.Load(k); ok {
+		return v.(uint64)
+	}
+	total := c.computeCost(k)
+	c.bound.byClass.Store(k, total)
+	return total
+}
+
+func (c *condition) computeCost(k class) uint64 {
+	var vars []exprBound
+	if c.vars.len() > 0 {
+		vars = c.vars.boundsAt(k)
+	}
+	var total uint64
+	read := make([]bool, len(vars))
+	var visit func(i int) bool
+	visit = func(i int) bool {
+		if read[i] {
+			return true
+		}
+		read[i] = true
+		b := vars[i]
+		if b.cost > celconfig.PerCallLimit {
+			return false
+		}
+		total = sadd(total, b.cost)
+		for _, d := range b.vars {
+			if !visit(d) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range c.results {
+		if r.ExpressionAccessor == nil || r.Error != nil {
+			continue
+		}
+		p, ok := r.Program.(*boundedProgram)
+		if !ok {
+			return unbounded
+		}
+		b := p.bound(k, c.vars, vars)
+		if b.cost > celconfig.PerCallLimit {
+			return unbounded
+		}
+		total = sadd(total, b.cost)
+		for _, d := range b.vars {
+			if !visit(d) {
+				return unbounded
+			}
+		}
+	}
+	return total
+}
+
+// need is what c must be able to spend at class k to go untracked: its own
+// bound and its tail's.
+func (c *condition) need(k class) uint64 {
+	own := c.costAt(k)
+	if c.bound.tail == nil {
+		return own
+	}
+	return sadd(own, c.bound.tail.costAt(k))
+}

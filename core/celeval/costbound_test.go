@@ -1,0 +1,128 @@
+package celeval
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/cel-go/common/types"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+func compileBounded(t *testing.T, expr string) *boundedProgram {
+	t.Helper()
+	r := NewCompiler().ForPolicy(false).CompileCELExpression(&validating.ValidationCondition{Expression: expr}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions)
+	if r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	p, ok := r.Program.(*boundedProgram)
+	if !ok {
+		t.Fatalf("program %T, want a bounded one", r.Program)
+	}
+	return p
+}
+
+// The untracked program is the tracked one without the cost observer:
+// the same result, no cost.
+func TestUntrackedProgram(t *testing.T) {
+	if _, err := untrackedOption(); err != nil {
+		t.Fatalf("cel-go's program no longer has the fields the option clears: %v", err)
+	}
+	req := decode(t)
+	act := &activation{object: objectValue(req.Object.Object), oldObject: objectValue(req.OldObject.Object)}
+	for _, expr := range []string{
+		`object.spec.replicas == 3 && object.metadata.name.startsWith('web')`,
+		`oldObject.spec.replicas < object.spec.replicas`,
+		`object.missing == 1`,
+	} {
+		p := compileBounded(t, expr)
+		want, det, wantErr := p.ContextEval(context.Background(), act)
+		if det == nil || det.ActualCost() == nil {
+			t.Fatalf("%s: the tracked program reports no cost", expr)
+		}
+		u := p.untrackedProgram()
+		if u == nil {
+			t.Fatalf("%s: no untracked program", expr)
+		}
+		got, udet, gotErr := u.ContextEval(context.Background(), act)
+		if udet != nil && udet.ActualCost() != nil {
+			t.Errorf("%s: the untracked program tracked a cost of %d", expr, *udet.ActualCost())
+		}
+		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() ||
+			gotErr == nil && got.Equal(want) != types.True {
+			t.Errorf("%s: untracked %v, %v; tracked %v, %v", expr, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+// The functions whose cost admitfn raises (bounded.go) have no bound: the
+// estimator does not know their extra cost.
+func TestAmplifiersAreNeverBounded(t *testing.T) {
+	k := classOf(8, 8)
+	for _, expr := range []string{
+		`object.metadata.name.replace('a', 'bb') != ''`,
+		`'%s'.format([object.metadata.name]) != ''`,
+		`lists.range(3).size() == 3`,
+	} {
+		if b := compileBounded(t, expr).bound(k, nil, nil); b.cost != unbounded {
+			t.Errorf("%s: bound %d, want none", expr, b.cost)
+		}
+	}
+	if b := compileBounded(t, `object.metadata.name.split('-').size() > 1`).bound(k, nil, nil); b.cost == unbounded || b.cost > 100 {
+		t.Errorf("split: bound %d, want a small one", b.cost)
+	}
+}
+
+// A condition set is untracked only in a budget chain, from its second
+// evaluation, and with its tail within the budget left.
+func TestUntrackedOnlyWhereProven(t *testing.T) {
+	attrs, va := versioned(decode(t))
+	compile := func(exprs ...string) *condition {
+		pc := NewCompiler().ForPolicy(false)
+		var results []plugincel.CompilationResult
+		for _, e := range exprs {
+			results = append(results, pc.CompileCELExpression(&validating.ValidationCondition{Expression: e}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions))
+		}
+		return newCondition(nil, results)
+	}
+	left := func(c *condition, budget int64) int64 {
+		t.Helper()
+		_, remaining, err := c.ForInput(context.Background(), va, nil, plugincel.OptionalVariableBindings{}, nil, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return remaining
+	}
+	// Its bound counts both sides; evaluated, the first decides.
+	cheap := `object.spec.replicas == 3 || object.metadata.name.size() > 0`
+	loose := compile(cheap)
+	if a, b := left(loose, 1000), left(loose, 1000); a != b || a >= 1000 {
+		t.Errorf("outside a chain: left %d then %d, want the exact cost twice", a, b)
+	}
+	chained := compile(cheap)
+	BudgetChain(chained)
+	exact := left(chained, 1000)
+	if again := left(chained, 1000); again >= exact || exact != left(loose, 1000) {
+		t.Errorf("chained: left %d (exact %d) then %d, want the exact cost first, then the bound's lower remainder", exact, left(loose, 1000), again)
+	}
+	// With a tail that cannot be bounded, the head stays exact.
+	head, tail := compile(cheap), compile(`object.metadata.name.replace('a', 'b') != ''`)
+	BudgetChain(head, tail)
+	left(head, 1000)
+	if again := left(head, 1000); again != exact {
+		t.Errorf("head of an unbounded tail: left %d, want exact %d", again, exact)
+	}
+	// A budget below the bound: exact.
+	size, ok := attrs.inputSize(va, nil, nil)
+	if !ok {
+		t.Fatal("the review's inputs are not measured")
+	}
+	tight := int64(chained.need(classOf(size.l, size.t))) - 1
+	if spent := 1000 - exact; tight < spent {
+		t.Fatalf("bound %d not above the exact cost %d", tight+1, spent)
+	}
+	if got := left(chained, tight); got != tight-(1000-exact) {
+		t.Errorf("budget %d below the bound: left %d, want the exact %d", tight, got, tight-(1000-exact))
+	}
+}
