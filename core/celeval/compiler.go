@@ -38,6 +38,9 @@ type Option func(*Compiler)
 // half the time.
 func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
 
+// TracksEveryCost reports whether c was built with ExactCost.
+func (c *Compiler) TracksEveryCost() bool { return c.exactCost }
+
 // NewCompiler returns a compiler on the base environment kube-apiserver's
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler(opts ...Option) *Compiler {

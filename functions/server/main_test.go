@@ -509,3 +509,23 @@ func TestBundleDirectoryWithLinks(t *testing.T) {
 		t.Errorf("start with a link out of the bundle: %v\nwant %s", err, wantErr)
 	}
 }
+
+// -exact-cost defaults to ADMITFN_EXACT_COST, which must be true or false.
+func TestExactCostFlag(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"ADMITFN_EXACT_COST": v}[k] }
+	}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{{nil, "", false}, {nil, "true", true}, {[]string{"-exact-cost"}, "", true}, {[]string{"-exact-cost=false"}, "true", false}} {
+		c, err := parseConfig(tc.args, env(tc.env), io.Discard)
+		if err != nil || c.bundle.ExactCost != tc.want {
+			t.Errorf("%v with ADMITFN_EXACT_COST=%q: %v %v, want %v", tc.args, tc.env, c.bundle.ExactCost, err, tc.want)
+		}
+	}
+	if _, err := parseConfig(nil, env("yes"), io.Discard); err == nil || err.Error() != `ADMITFN_EXACT_COST="yes": want true or false` {
+		t.Errorf("ADMITFN_EXACT_COST=yes: %v", err)
+	}
+}

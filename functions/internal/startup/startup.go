@@ -39,6 +39,8 @@ const EnvHelp = `	ADMITFN_POLICIES           the bundle: a directory, s3://bucke
 	                           a fifth of jitter; 0 turns refresh off)
 	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers that need path-style requests
 	                           (with the AWS SDK's AWS_ENDPOINT_URL_S3 and AWS_REGION)
+	ADMITFN_EXACT_COST         true to track the cost of every CEL evaluation, as kube-apiserver
+	                           does, instead of only where a bound cannot prove the limits safe
 	STORAGE_EMULATOR_HOST      a GCS emulator, read by the Google Cloud client library`
 
 // Config is where the bundle comes from and how it is checked.
@@ -52,6 +54,8 @@ type Config struct {
 	// wait for a check (the server).
 	Background  bool
 	S3PathStyle bool
+	// ExactCost tracks the cost of every evaluation (celeval.ExactCost).
+	ExactCost bool
 	// InitTimeout bounds the first load from an object store; a directory
 	// is read without a bound.
 	InitTimeout time.Duration
@@ -81,7 +85,29 @@ func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) 
 		return c, err
 	}
 	c.S3PathStyle = opts.S3PathStyle
+	if c.ExactCost, err = ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST")); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// ParseBool reads a true/false variable; "" is false.
+func ParseBool(name, v string) (bool, error) {
+	switch v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want true or false", name, v)
+}
+
+// Compiler is the compiler c asks for.
+func (c Config) Compiler() *celeval.Compiler {
+	if c.ExactCost {
+		return celeval.NewCompiler(celeval.ExactCost())
+	}
+	return celeval.NewCompiler()
 }
 
 // ParseInterval reads ADMITFN_REFRESH_INTERVAL: "" is the default, "0"
@@ -127,7 +153,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	compiler := celeval.NewCompiler()
+	compiler := c.Compiler()
 	// Until the first bundle is compiled nothing else runs, and compiling
 	// allocates several times what it keeps: collecting as often as usual
 	// then is a third of a cold start. Collect rarely until then; OnLoad's
@@ -209,7 +235,7 @@ func MemoryLimit(getenv func(string) string, log zerolog.Logger, sources ...meml
 // memory limit.
 func Ready(e *zerolog.Event, c Config, rl *reload.Reloader) *zerolog.Event {
 	v := version.Get()
-	e = e.Str("version", v.Version).Str("revision", v.Revision).Str("kubernetes", v.Kubernetes).Str("policies", c.Policies)
+	e = e.Str("version", v.Version).Str("revision", v.Revision).Str("kubernetes", v.Kubernetes).Str("policies", c.Policies).Bool("exact_cost", c.ExactCost)
 	if eng := rl.Engine(); eng != nil {
 		policies, bindings := counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)

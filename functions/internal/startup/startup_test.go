@@ -23,12 +23,15 @@ import (
 func TestConfigFromEnv(t *testing.T) {
 	env := map[string]string{
 		"ADMITFN_FALLBACK_POLICIES": "/opt/fallback", "ADMITFN_BUNDLE_PUBLIC_KEY": "k",
-		"ADMITFN_REFRESH_INTERVAL": "2m", "ADMITFN_S3_PATH_STYLE": "true",
+		"ADMITFN_REFRESH_INTERVAL": "2m", "ADMITFN_S3_PATH_STYLE": "true", "ADMITFN_EXACT_COST": "true",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] }, "/var/task/policies")
-	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", Interval: 2 * time.Minute, S3PathStyle: true}
+	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", Interval: 2 * time.Minute, S3PathStyle: true, ExactCost: true}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Fatalf("%+v %v, want %+v", c, err, want)
+	}
+	if !c.Compiler().TracksEveryCost() || (Config{}).Compiler().TracksEveryCost() {
+		t.Error("ADMITFN_EXACT_COST does not choose the compiler")
 	}
 	env = map[string]string{"ADMITFN_POLICIES": "s3://b/p", "ADMITFN_REFRESH_INTERVAL": "0"}
 	if c, err := ConfigFromEnv(func(k string) string { return env[k] }, "x"); err != nil || c.Policies != "s3://b/p" || c.Interval >= 0 {
@@ -38,6 +41,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"ADMITFN_REFRESH_INTERVAL=-1s":  `refresh interval "-1s": want a duration such as 30s, or 0 to turn refresh off`,
 		"ADMITFN_REFRESH_INTERVAL=10ms": `refresh interval "10ms": at least 1s`,
 		"ADMITFN_S3_PATH_STYLE=yes":     `ADMITFN_S3_PATH_STYLE="yes": want true or false`,
+		"ADMITFN_EXACT_COST=1":          `ADMITFN_EXACT_COST="1": want true or false`,
 	} {
 		k, v, _ := strings.Cut(value, "=")
 		if _, err := ConfigFromEnv(func(name string) string { return map[string]string{k: v}[name] }, "x"); err == nil || err.Error() != want {
