@@ -26,6 +26,11 @@ import (
 // values shared, as admitfn evaluates them; no dispatcher, no matching, no
 // params lookup, no answer. An evaluator that keeps upstream's programs and
 // budgets, as admitfn must, evaluates at least this much.
+//
+// P8 pushed that floor down: expressions a bound proves within their cost
+// limits and budget are evaluated without cost tracking
+// (celeval/costbound.go). The floor compiled with celeval.ExactCost is
+// today's floor before P8, which every expression tracked.
 
 // floorPolicy is one policy's validator and, for each of its bindings, the
 // params it reads.
@@ -95,18 +100,29 @@ var objectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme
 // match it (TestPerfFixtures), allowing it with one audit annotation; and a
 // privileged container breaks the baseline profile's control (the
 // restricted policy holds only the controls it adds).
+//
+// With exact cost tracking (P8's baseline) it evaluates the same; with
+// bounds, from the second review on, the condition sets go untracked.
 func TestEvaluationFloor(t *testing.T) {
-	e := bundle20(t)
-	policies := evaluationFloor(t, e, benchPod(t))
-	evaluations, denials, annotations := floorReview(context.Background(), benchPod(t), policies)
-	if len(policies) != 17 || evaluations != 17 || denials != 0 || annotations != 1 {
-		t.Fatalf("%d policies evaluated %d times: %d denials, %d audit annotations; want 17, 17, 0, 1", len(policies), evaluations, denials, annotations)
-	}
-	priv := benchPod(t)
-	containers := priv.Object.Object["spec"].(map[string]any)["containers"].([]any)
-	containers[0].(map[string]any)["securityContext"].(map[string]any)["privileged"] = true
-	if _, denials, _ := floorReview(context.Background(), priv, policies); denials != 1 {
-		t.Fatalf("a privileged container: %d denials, want 1", denials)
+	for _, exact := range []bool{false, true} {
+		var opts []celeval.Option
+		if exact {
+			opts = append(opts, celeval.ExactCost())
+		}
+		e := bundle20(t, opts...)
+		policies := evaluationFloor(t, e, benchPod(t))
+		for range 2 {
+			evaluations, denials, annotations := floorReview(context.Background(), benchPod(t), policies)
+			if len(policies) != 17 || evaluations != 17 || denials != 0 || annotations != 1 {
+				t.Fatalf("exact cost %v: %d policies evaluated %d times: %d denials, %d audit annotations; want 17, 17, 0, 1", exact, len(policies), evaluations, denials, annotations)
+			}
+			priv := benchPod(t)
+			containers := priv.Object.Object["spec"].(map[string]any)["containers"].([]any)
+			containers[0].(map[string]any)["securityContext"].(map[string]any)["privileged"] = true
+			if _, denials, _ := floorReview(context.Background(), priv, policies); denials != 1 {
+				t.Fatalf("exact cost %v: a privileged container: %d denials, want 1", exact, denials)
+			}
+		}
 	}
 }
 
@@ -122,11 +138,14 @@ func TestEvaluationFloor(t *testing.T) {
 // measured so reads lower, not higher. Read p1-floor, (decoding +
 // evaluation floor) ÷ P1's floor, encoding the answer left out, and
 // p2-floor, evaluation floor ÷ upstream's evaluation, each beside what
-// admitfn reads in the same loop (p1-admitfn, p2-admitfn).
+// admitfn reads in the same loop (p1-admitfn, p2-admitfn), and p8, the
+// evaluation floor ÷ the same floor with every cost tracked (P8's
+// baseline), run alternately with it.
 func BenchmarkFloors(b *testing.B) {
 	e := bundle20(b)
 	body := perf.PodReview()
 	policies := evaluationFloor(b, e, benchPod(b))
+	exactPolicies := evaluationFloor(b, bundle20(b, celeval.ExactCost()), benchPod(b))
 	hooks := upstreamHooks(b, e)
 	ctx := context.Background()
 	reqs := make([]*review.Request, floorBlock)
@@ -148,17 +167,22 @@ func BenchmarkFloors(b *testing.B) {
 	decode := func() time.Duration {
 		return block(func(i int) (err error) { reqs[i], err = review.Decode(body); return err })
 	}
-	var p1, review1, decoding, evaluation, admitfn, upstream time.Duration
-	for b.Loop() {
-		p1 += block(func(int) error { _, err := floor(body); return err })
-		review1 += block(func(int) error { _, err := reviewBytes(ctx, e, body); return err })
-		decoding += decode()
-		evaluation += block(func(i int) error {
+	floorPart := func(policies []floorPolicy) func(i int) error {
+		return func(i int) error {
 			if _, denials, _ := floorReview(ctx, reqs[i], policies); denials != 0 {
 				return errors.New("the Pod was denied")
 			}
 			return nil
-		})
+		}
+	}
+	var p1, review1, decoding, evaluation, exact, admitfn, upstream time.Duration
+	for b.Loop() {
+		p1 += block(func(int) error { _, err := floor(body); return err })
+		review1 += block(func(int) error { _, err := reviewBytes(ctx, e, body); return err })
+		decoding += decode()
+		evaluation += block(floorPart(policies))
+		decode()
+		exact += block(floorPart(exactPolicies))
 		decode()
 		admitfn += block(func(i int) error { _, err := e.Review(ctx, validateRoute, reqs[i]); return err })
 		decode()
@@ -174,6 +198,8 @@ func BenchmarkFloors(b *testing.B) {
 	b.ReportMetric(float64(decoding+evaluation)/float64(p1), "p1-floor")
 	b.ReportMetric(float64(review1)/float64(p1), "p1-admitfn")
 	b.ReportMetric(float64(evaluation)/float64(upstream), "p2-floor")
+	b.ReportMetric(float64(exact.Microseconds())/n, "exact-floor-µs")
+	b.ReportMetric(float64(evaluation)/float64(exact), "p8")
 	b.ReportMetric(float64(admitfn)/float64(upstream), "p2-admitfn")
 }
 

@@ -24,22 +24,22 @@ import (
 
 var validateRoute = policy.Route{Type: policy.Validating}
 
-func perfEngine(tb testing.TB, fsys fs.FS) *Engine {
+func perfEngine(tb testing.TB, fsys fs.FS, opts ...celeval.Option) *Engine {
 	tb.Helper()
-	e, _, err := Load(fsys, ".", celeval.NewCompiler())
+	e, _, err := Load(fsys, ".", celeval.NewCompiler(opts...))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return e
 }
 
-func bundle20(tb testing.TB) *Engine {
+func bundle20(tb testing.TB, opts ...celeval.Option) *Engine {
 	tb.Helper()
 	fsys, err := perf.Bundle20(perf.RepoRoot())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return perfEngine(tb, fsys)
+	return perfEngine(tb, fsys, opts...)
 }
 
 func benchPod(tb testing.TB) *review.Request {

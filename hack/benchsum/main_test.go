@@ -22,7 +22,7 @@ BenchmarkP1Review/floor-2           	    8126	    100000 ns/op	  57.33 MB/s	   6
 BenchmarkP1Review/admitfn-2         	    1909	    280000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
 BenchmarkP1Review/floor-2           	    8126	    140000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
 BenchmarkP2Evaluate/admitfn-2       	    2440	    100000 ns/op	  248558 B/op	    3798 allocs/op
-BenchmarkFloors-2   	      10	 100396092 ns/op	       830.5 admitfn-µs	       701.8 floor-µs	         6.297 p1-admitfn	         1.09 p1-floor	         0.6141 p2-admitfn	         0.18 p2-floor	      1352 upstream-µs	29839876 B/op	  566761 allocs/op
+BenchmarkFloors-2   	      10	 100396092 ns/op	       830.5 admitfn-µs	       701.8 floor-µs	         6.297 p1-admitfn	         1.09 p1-floor	         0.6141 p2-admitfn	         0.18 p2-floor	         0.62 p8	      1352 upstream-µs	29839876 B/op	  566761 allocs/op
 BenchmarkP2Evaluate/upstream-2      	    1190	    500000 ns/op	  560170 B/op	    7972 allocs/op
 BenchmarkP3Index/1000-policies-2    	    1929	    110000 ns/op	  276194 B/op	    5841 allocs/op
 BenchmarkP3Index/10-policies-2      	    6160	    100000 ns/op	  117810 B/op	    1386 allocs/op
@@ -55,6 +55,7 @@ func TestSummary(t *testing.T) {
 		"P5 0.5 target >=0.5 PASS",
 		"P6 n/a target <=64 FAIL",
 		"P7 3.5 target <=4 PASS",
+		"P8 0.62 target <=0.8 PASS",
 		"L1 16 target <=5 FAIL",
 		"A1 1.4 target >=1 PASS",
 	}
