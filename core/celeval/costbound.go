@@ -98,17 +98,29 @@ func union(a, b extent) extent {
 	return extent{max(a.l, b.l), max(a.s, b.s), max(a.nl, b.nl), max(a.ns, b.ns)}
 }
 
-// boundedProgram is a compiled expression with what its bound needs: the
-// checked AST and its environment. The program without the observer, and
-// the AST the estimator reads, are made on first use.
+// boundedProgram is a compiled expression with what its bound needs: its
+// text and environment. Its checked AST is compiled again when a bound or
+// the program without the observer is first needed (most expressions of a
+// bundle never match, and keeping every AST was a megabyte for 100
+// policies); the same text in the same environment checks the same.
 type boundedProgram struct {
 	cel.Program
-	env *cel.Env
-	ast *cel.Ast
+	env  *cel.Env
+	expr string
 
 	once      sync.Once
 	untracked cel.Program
-	costAST   *cel.Ast
+}
+
+// checked compiles the expression again: its AST as checked, and the
+// estimator's copy (selectsPriced).
+func (p *boundedProgram) checked() (checked, priced *cel.Ast, err error) {
+	checked, issues := p.env.Compile(p.expr)
+	if issues != nil && issues.Err() != nil {
+		return nil, nil, issues.Err()
+	}
+	priced, err = selectsPriced(checked)
+	return checked, priced, err
 }
 
 func (p *boundedProgram) prepare() {
@@ -117,14 +129,13 @@ func (p *boundedProgram) prepare() {
 		if err != nil {
 			return
 		}
-		prog, err := p.env.Program(p.ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt)
+		ast, _, err := p.checked()
 		if err != nil {
 			return
 		}
-		if p.costAST, err = selectsPriced(p.ast); err == nil {
+		if prog, err := p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt); err == nil {
 			p.untracked = prog
 		}
-		p.ast = nil
 	})
 }
 
@@ -182,14 +193,18 @@ func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) expr
 	if p.untrackedProgram() == nil {
 		return exprBound{cost: unbounded, result: noExtent}
 	}
-	native := p.costAST.NativeRep()
+	_, priced, err := p.checked()
+	if err != nil {
+		return exprBound{cost: unbounded, result: noExtent}
+	}
+	native := priced.NativeRep()
 	sz := &sizer{ast: native, input: k.input(), names: names, vars: vars, sizes: map[int64]extent{}, ranges: map[int64]bool{}, scalars: scalarOverloads(p.env)}
 	result := sz.expr(native.Expr())
 	b := exprBound{cost: unbounded, result: result, vars: sz.read}
 	if sz.unpriced {
 		return b
 	}
-	est, err := p.env.EstimateCost(p.costAST, &sizeEstimator{sizes: sz.sizes, ranges: sz.ranges})
+	est, err := p.env.EstimateCost(priced, &sizeEstimator{sizes: sz.sizes, ranges: sz.ranges})
 	if err == nil {
 		b.cost = est.Max
 	}
@@ -673,11 +688,11 @@ var scalarsByEnv sync.Map
 // class, so for any input no longer.
 type class struct{ l, t uint8 }
 
-// Bounds are computed for classes up to lists of 65,536 entries and
+// Bounds are computed for classes up to lists of 1,048,576 entries and
 // strings of 1 MiB: a review beyond is tracked. Each class a set sees
 // costs its bound's computation once, so a caller varying its reviews'
-// sizes can make each set compute at most 12 × 21 of them.
-const maxClassL, maxClassT = 16, 20
+// sizes can make each set compute at most 16 × 21 of them.
+const maxClassL, maxClassT = 20, 20
 
 func classOf(l, t uint64) class {
 	return class{uint8(bits.Len64(max(l, minInputLength) - 1)), uint8(bits.Len64(max(t, 1) - 1))}

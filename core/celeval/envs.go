@@ -242,7 +242,7 @@ func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor,
 		return fail("program instantiation failed: "+err.Error(), apiservercel.ErrorTypeInternal, nil)
 	}
 	if c.bounded {
-		prog = &boundedProgram{Program: prog, env: env, ast: ast}
+		prog = &boundedProgram{Program: prog, env: env, expr: accessor.GetExpression()}
 	}
 	return plugincel.CompilationResult{Program: prog, ExpressionAccessor: accessor, OutputType: ast.OutputType()}
 }
