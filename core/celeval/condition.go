@@ -224,11 +224,7 @@ func evaluate(compositionCtx *composition, act *activation, result plugincel.Com
 	}
 	evaluation.ExpressionAccessor = result.ExpressionAccessor
 	if result.Error != nil {
-		evaluation.Error = &apiservercel.Error{
-			Type:   apiservercel.ErrorTypeInvalid,
-			Detail: fmt.Sprintf("compilation error: %v", result.Error),
-			Cause:  result.Error,
-		}
+		evaluation.Error = compilationError(result)
 		return evaluation, remainingBudget, nil
 	}
 	if result.Program == nil {
@@ -264,15 +260,29 @@ func evaluate(compositionCtx *composition, act *activation, result plugincel.Com
 		return evaluation, -1, outOfBudget()
 	}
 	remainingBudget -= int64(*rtCost)
+	setResult(&evaluation, result, evalResult, err)
+	return evaluation, remainingBudget, nil
+}
+
+func compilationError(result plugincel.CompilationResult) *apiservercel.Error {
+	return &apiservercel.Error{
+		Type:   apiservercel.ErrorTypeInvalid,
+		Detail: fmt.Sprintf("compilation error: %v", result.Error),
+		Cause:  result.Error,
+	}
+}
+
+// setResult records an evaluation's value, or its error in upstream's
+// words.
+func setResult(evaluation *plugincel.EvaluationResult, result plugincel.CompilationResult, value ref.Val, err error) {
 	if err != nil {
 		evaluation.Error = &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInvalid,
 			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", result.ExpressionAccessor.GetExpression(), err),
 		}
-	} else {
-		evaluation.EvalResult = evalResult
+		return
 	}
-	return evaluation, remainingBudget, nil
+	evaluation.EvalResult = value
 }
 
 // evaluateUntracked is evaluate for a set proven within its budget and
@@ -284,25 +294,14 @@ func evaluateUntracked(compositionCtx *composition, act *activation, result plug
 	}
 	evaluation.ExpressionAccessor = result.ExpressionAccessor
 	if result.Error != nil {
-		evaluation.Error = &apiservercel.Error{
-			Type:   apiservercel.ErrorTypeInvalid,
-			Detail: fmt.Sprintf("compilation error: %v", result.Error),
-			Cause:  result.Error,
-		}
+		evaluation.Error = compilationError(result)
 		return evaluation
 	}
 	start := time.Now()
 	evalResult, _, err := untrackedOf(result).ContextEval(compositionCtx, act)
 	compositionCtx.GetAndResetCost()
 	evaluation.Elapsed = time.Since(start)
-	if err != nil {
-		evaluation.Error = &apiservercel.Error{
-			Type:   apiservercel.ErrorTypeInvalid,
-			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", result.ExpressionAccessor.GetExpression(), err),
-		}
-	} else {
-		evaluation.EvalResult = evalResult
-	}
+	setResult(&evaluation, result, evalResult, err)
 	return evaluation
 }
 

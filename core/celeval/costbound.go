@@ -769,20 +769,19 @@ func (c *condition) computeCost(k class) uint64 {
 	}
 	var total uint64
 	read := make([]bool, len(vars))
-	var visit func(i int) bool
-	visit = func(i int) bool {
-		if read[i] {
-			return true
-		}
-		read[i] = true
-		b := vars[i]
+	// add counts an expression, and each variable it reads once.
+	var add func(b exprBound) bool
+	add = func(b exprBound) bool {
 		if b.cost > celconfig.PerCallLimit {
 			return false
 		}
 		total = sadd(total, b.cost)
 		for _, d := range b.vars {
-			if !visit(d) {
-				return false
+			if !read[d] {
+				read[d] = true
+				if !add(vars[d]) {
+					return false
+				}
 			}
 		}
 		return true
@@ -792,18 +791,8 @@ func (c *condition) computeCost(k class) uint64 {
 			continue
 		}
 		p, ok := r.Program.(*boundedProgram)
-		if !ok {
+		if !ok || !add(p.bound(k, c.vars, vars)) {
 			return unbounded
-		}
-		b := p.bound(k, c.vars, vars)
-		if b.cost > celconfig.PerCallLimit {
-			return unbounded
-		}
-		total = sadd(total, b.cost)
-		for _, d := range b.vars {
-			if !visit(d) {
-				return unbounded
-			}
 		}
 	}
 	return total
