@@ -11,6 +11,7 @@ package main
 
 import (
 	_ "github.com/google/cel-go/cel"
+	_ "github.com/google/cel-go/checker"
 	_ "github.com/google/cel-go/common"
 	_ "github.com/google/cel-go/common/ast"
 	_ "github.com/google/cel-go/common/functions"
