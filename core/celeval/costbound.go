@@ -125,6 +125,11 @@ func (p *boundedProgram) checked() (checked, priced *cel.Ast, err error) {
 
 func (p *boundedProgram) prepare() {
 	p.once.Do(func() {
+		defer func() {
+			if recover() != nil {
+				p.untracked = nil
+			}
+		}()
 		opt, err := untrackedOption()
 		if err != nil {
 			return
@@ -170,12 +175,14 @@ func selectsPriced(a *cel.Ast) (*cel.Ast, error) {
 	return cel.CheckedExprToAst(checked), nil
 }
 
-// untrackedOf is the untracked program of a compiled expression, or nil.
+// untrackedOf is the untracked program of a compiled expression, or, if
+// it has none, its program (a set is untracked only when all its
+// expressions have one; this is a guard, not a path).
 func untrackedOf(r plugincel.CompilationResult) cel.Program {
-	if p, ok := r.Program.(*boundedProgram); ok {
+	if p, ok := r.Program.(*boundedProgram); ok && p.untrackedProgram() != nil {
 		return p.untrackedProgram()
 	}
-	return nil
+	return r.Program
 }
 
 // exprBound is one expression's bound at an input size.
@@ -189,7 +196,15 @@ type exprBound struct {
 // bound prices the expression for inputs of class k; vars are the bounds of
 // the policy's variables at k, in order (those before the expression's own,
 // for a variable).
-func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) exprBound {
+func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) (b exprBound) {
+	// A bound that cannot be computed is no bound: the expression stays
+	// tracked, whatever cel-go's estimator does with an AST it was not
+	// written for.
+	defer func() {
+		if recover() != nil {
+			b = exprBound{cost: unbounded, result: noExtent}
+		}
+	}()
 	if p.untrackedProgram() == nil {
 		return exprBound{cost: unbounded, result: noExtent}
 	}
@@ -200,7 +215,7 @@ func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) expr
 	native := priced.NativeRep()
 	sz := &sizer{ast: native, input: k.input(), names: names, vars: vars, sizes: map[int64]extent{}, ranges: map[int64]bool{}, scalars: scalarOverloads(p.env)}
 	result := sz.expr(native.Expr())
-	b := exprBound{cost: unbounded, result: result, vars: sz.read}
+	b = exprBound{cost: unbounded, result: result, vars: sz.read}
 	if sz.unpriced {
 		return b
 	}
