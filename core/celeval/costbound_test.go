@@ -2,6 +2,7 @@ package celeval
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
@@ -124,5 +125,16 @@ func TestUntrackedOnlyWhereProven(t *testing.T) {
 	}
 	if got := left(chained, tight); got != tight-(1000-exact) {
 		t.Errorf("budget %d below the bound: left %d, want the exact %d", tight, got, tight-(1000-exact))
+	}
+	// Beyond the largest class (a string over 1 MiB): no bound is
+	// computed, the set is tracked.
+	big := decode(t)
+	big.Object.Object["metadata"].(map[string]any)["annotations"] = map[string]any{"a": strings.Repeat("x", 1<<20+1)}
+	_, bigVA := versioned(big)
+	for range 2 {
+		_, remaining, err := chained.ForInput(context.Background(), bigVA, nil, plugincel.OptionalVariableBindings{}, nil, 1000)
+		if err != nil || remaining != exact {
+			t.Errorf("a 1 MiB string: left %d, %v; want the exact %d", remaining, err, exact)
+		}
 	}
 }
