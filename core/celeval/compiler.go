@@ -34,8 +34,8 @@ type Option func(*Compiler)
 // ExactCost evaluates every expression with cel-go's cost tracking, as
 // kube-apiserver does. Without it, a condition set that a bound proves
 // within its per-call limits and budget on a review is evaluated without
-// (costbound.go): the same decisions, errors and budget outcomes, in about
-// half the time.
+// (costbound.go): the same decisions, errors and budget outcomes, in less
+// time.
 func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
 
 // TracksEveryCost reports whether c was built with ExactCost.

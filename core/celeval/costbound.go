@@ -18,8 +18,8 @@ import (
 
 // Evaluation without cost tracking.
 //
-// cel-go's cost observer prices every step of an evaluation; on the policy
-// library it is half of what evaluating costs. What it decides is binary
+// cel-go's cost observer prices every step of an evaluation, a large part
+// of what evaluating costs (docs/performance.md, P8). What it decides is binary
 // and all a user can observe of it: an expression passes its per-call limit
 // or fails, a condition set runs out of its budget or not. When a bound
 // computed before evaluating proves that neither can happen on this review,
@@ -101,8 +101,9 @@ func union(a, b extent) extent {
 // boundedProgram is a compiled expression with what its bound needs: its
 // text and environment. Its checked AST is compiled again when a bound or
 // the program without the observer is first needed (most expressions of a
-// bundle never match, and keeping every AST was a megabyte for 100
-// policies); the same text in the same environment checks the same.
+// bundle never match, and an AST is larger than its program's share of
+// memory would suggest); the same text in the same environment checks the
+// same.
 type boundedProgram struct {
 	cel.Program
 	env  *cel.Env
@@ -231,8 +232,8 @@ func (p *boundedProgram) bound(k class, names *Variables, vars []exprBound) (b e
 // (library.CostEstimator.CallCost) by that runtime formula, on those
 // sizes. Kubernetes' own static estimates are not used: they are written
 // for typed schemas, and some fall below what the runtime charges (join's
-// is half of it). Every other call is cel-go's, whose static and runtime
-// costs are one model.
+// counts the result once, the runtime twice). Every other call is
+// cel-go's, whose static and runtime costs are one model.
 type sizeEstimator struct {
 	sizes map[int64]extent
 	// ranges are the comprehension ranges: iterated, their size is their

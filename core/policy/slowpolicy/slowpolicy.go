@@ -28,8 +28,8 @@ const Keys = 100
 // kube-apiserver shows the error the function answers with. Each
 // expression ends in a replace that never runs: it leaves the expression
 // without a cost bound (core/celeval/costbound.go), so it is evaluated
-// with cel-go's cost tracker, whose stack makes the nested fold slow;
-// untracked, the review would take a second.
+// with cel-go's cost tracker, whose stack makes the nested fold slow
+// (untracked, it would not outlast the tests' deadlines).
 func Bundle() string {
 	var b strings.Builder
 	b.WriteString(`apiVersion: admissionregistration.k8s.io/v1
