@@ -253,9 +253,8 @@ func (e *sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	if e.ranges[n.Expr().ID()] {
 		size = x.l
 	}
-	if size == unbounded {
-		return nil
-	}
+	// Unbounded is said, not left to cel-go, which would size the node by
+	// its checked type.
 	return &checker.SizeEstimate{Min: 0, Max: size}
 }
 
@@ -296,11 +295,7 @@ func (e *sizeEstimator) EstimateCallCost(function, overloadID string, target *ch
 		}
 		return noExtent
 	}
-	var first *types.Type
-	if len(all) > 0 && *all[0] != nil {
-		first = (*all[0]).Type()
-	}
-	cost, ok := callCost(function, overloadID, arg, first)
+	cost, ok := callCost(function, overloadID, arg)
 	if !ok {
 		return nil
 	}
@@ -308,10 +303,11 @@ func (e *sizeEstimator) EstimateCallCost(function, overloadID string, target *ch
 }
 
 // callCost bounds what library.CostEstimator.CallCost charges a call of
-// function, from the extents of its arguments (receiver first) and the
-// type of the first; ok false where it charges nothing (cel-go prices the
-// call).
-func callCost(function, overloadID string, arg func(int) extent, first *types.Type) (uint64, bool) {
+// function, from the extents of its arguments (receiver first); ok false
+// where it charges nothing (cel-go prices the call). Sizes are each
+// argument's largest as anything (a list's length or a string's runes):
+// the runtime prices whatever value it is given, the overload run or not.
+func callCost(function, overloadID string, arg func(int) extent) (uint64, bool) {
 	const traversal, regex = 0.1, 0.25
 	switch function {
 	case "check":
@@ -322,29 +318,13 @@ func callCost(function, overloadID string, arg func(int) extent, first *types.Ty
 		"major", "minor", "patch", "getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
 		return 1, true
 	case "fieldSelector", "labelSelector":
-		l := arg(1).s
+		l := arg(1).size()
 		return sadd(sadd(10, ceil(l, traversal)), ceil(ceil(l, 0.5), 50)), true
 	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
-		// A traversal of the receiver: a tenth per byte of its strings, 1
-		// for anything else. Nested lists and maps are traversed too,
-		// which this bound does not follow.
-		x := arg(0)
-		if first == nil {
-			return unbounded, true
-		}
-		switch first.Kind() {
-		case types.StringKind, types.BytesKind:
-			return ceil(x.s, traversal), true
-		case types.ListKind:
-			if ps := first.Parameters(); len(ps) == 1 {
-				switch k := ps[0].Kind(); {
-				case k == types.StringKind || k == types.BytesKind:
-					return smul(x.l, max(1, ceil(x.ns, traversal))), true
-				case isScalar(ps[0]):
-					return x.l, true
-				}
-			}
-		}
+		// A traversal of the first argument, nested lists and maps
+		// included, whatever overload ran or failed (a string overload
+		// given a list inside `||` is charged the list's traversal and
+		// its error absorbed): no bound.
 		return unbounded, true
 	case "url", "lowerAscii", "upperAscii", "substring", "trim", "jsonpatch.escapeKey", "cidr", "isIP", "isCIDR",
 		"quantity", "isQuantity", "semver", "isSemver":
@@ -395,11 +375,13 @@ type scoped struct {
 	ext  extent
 }
 
+// expr bounds e. Checked types are not trusted to size a value: where
+// dyn meets a type parameter the checker may infer a narrower type than
+// the value has (optional(dyn).orValue(null) checks as null_type and
+// evaluates to whatever the optional held), so only literals and calls
+// whose every overload returns a scalar are sized as scalars.
 func (s *sizer) expr(e ast.Expr) extent {
 	x := s.compute(e)
-	if isScalar(s.ast.GetType(e.ID())) {
-		x = scalar
-	}
 	s.sizes[e.ID()] = x
 	return x
 }
@@ -525,13 +507,10 @@ func (s *sizer) variable(name string) extent {
 func (s *sizer) comprehension(c ast.ComprehensionExpr) extent {
 	s.ranges[c.IterRange().ID()] = true
 	r := s.expr(c.IterRange())
+	// Over a list the first variable is an index, over a map a key; the
+	// range's checked type is not trusted to say which.
 	elem := r.element()
-	v1, v2 := elem, elem
-	if c.HasIterVar2() {
-		if t := s.ast.GetType(c.IterRange().ID()); t != nil && t.Kind() == types.ListKind {
-			v1 = scalar
-		}
-	}
+	v1, v2 := union(elem, scalar), elem
 	init := s.expr(c.AccuInit())
 	step := func(accu extent) extent {
 		n := len(s.scope)
@@ -587,7 +566,7 @@ func (s *sizer) call(e ast.Expr) extent {
 		}
 		r, ok := callExtent(id, target, args)
 		if !ok {
-			if !s.scalars[id] && !isScalar(s.ast.GetType(e.ID())) {
+			if !s.scalars[id] {
 				return noExtent
 			}
 			r = scalar
@@ -671,11 +650,9 @@ func callExtent(id string, target *extent, args []extent) (extent, bool) {
 	case "url_get_query":
 		return extent{l: self.ns, nl: self.ns, ns: smul(self.ns, 3)}, true
 	}
-	if strings.HasPrefix(id, "list_") && strings.HasSuffix(id, "_sort") {
+	// sort(), and the receiver of sortBy's <list>.@sortByAssociatedKeys(<keys>).
+	if strings.HasPrefix(id, "list_") && (strings.HasSuffix(id, "_sort") || strings.HasSuffix(id, "_sortByAssociatedKeys")) {
 		return self, true
-	}
-	if strings.HasPrefix(id, "list_") && strings.HasSuffix(id, "_sortByAssociatedKeys") {
-		return arg(0), true
 	}
 	return noExtent, false
 }

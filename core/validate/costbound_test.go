@@ -43,7 +43,11 @@ func TestCostBoundAgreesWithExactCost(t *testing.T) {
 	}
 	// Lists long enough that nested comprehensions pass the per-call limit
 	// and their bounds, with every function of the corpus.
-	untracked += newBoundPair(t, boundCorpus()).compare(t, withObject(t, decodePod(t), bigObject), true)
+	corpus := newBoundPair(t, boundCorpus())
+	untracked += corpus.compare(t, withObject(t, decodePod(t), bigObject), true)
+	// Every list and string as long as its size class allows: a bound
+	// that misses a size shows here, where rounding leaves no slack.
+	untracked += corpus.compare(t, withObject(t, decodePod(t), saturatedObject), true)
 	t.Logf("%d policies, %d condition sets evaluated untracked", len(policies), untracked)
 	if untracked < 100 {
 		t.Errorf("%d sets evaluated untracked: the bound no longer proves what it should", untracked)
@@ -83,6 +87,14 @@ func FuzzCostBound(f *testing.F) {
 // bigObject has lists and strings long enough for nested comprehensions'
 // bounds to pass the per-call limit.
 var bigObject = `{"metadata":{"name":"big"},"a":[` + strings.Repeat(`"`+strings.Repeat("x", 40)+`",`, 400) + `"y"],"s":"` + strings.Repeat("z", 5000) + `"}`
+
+// saturatedObject's lists have 32 entries (the smallest class) and its
+// strings 1,024 bytes, the largest of their classes.
+var saturatedObject = func() string {
+	long := strings.Repeat("x", 1024)
+	list := `"` + long + `"` + strings.Repeat(`,"`+long+`"`, 31)
+	return `{"metadata":{"name":"` + long + `"},"a":[` + list + `],"s":"` + long + `","h":"` + long + `"}`
+}()
 
 // boundCorpus: one policy per expression, its value a variable the
 // validation reads in full.
@@ -140,6 +152,7 @@ var boundExprs = []string{
 	`dyn(object.?a.orValue([])).first()`,
 	`dyn(object.?a.orValue([])).last().orValue(null)`,
 	`dyn(object.?a.orValue([])).filter(x, type(x) == string).map(x, string(x)).sort()`,
+	`dyn(object.?a.orValue([])).filter(x, type(x) == string).map(x, string(x)).sortBy(x, x.size()).map(x, x.lowerAscii())`,
 	`dyn(object.?a.orValue([])).filter(x, type(x) == list).map(x, dyn(x)).flatten()`,
 	`dyn(object.?a.orValue([])).filter(x, type(x) == string).map(x, string(x)).max()`,
 	`dyn(object.?a.orValue([])).filter(x, type(x) == string).map(x, string(x)).isSorted()`,
