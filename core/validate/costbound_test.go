@@ -88,12 +88,15 @@ func FuzzCostBound(f *testing.F) {
 // bounds to pass the per-call limit.
 var bigObject = `{"metadata":{"name":"big"},"a":[` + strings.Repeat(`"`+strings.Repeat("x", 40)+`",`, 400) + `"y"],"s":"` + strings.Repeat("z", 5000) + `"}`
 
-// saturatedObject's lists have 32 entries (the smallest class) and its
-// strings 1,024 bytes, the largest of their classes.
+// saturatedObject's lists and maps have 32 entries (the smallest class)
+// and its strings, keys included, 1,024 bytes, the largest of their
+// classes; one map nests maps and lists three deep.
 var saturatedObject = func() string {
 	long := strings.Repeat("x", 1024)
 	list := `"` + long + `"` + strings.Repeat(`,"`+long+`"`, 31)
-	return `{"metadata":{"name":"` + long + `"},"a":[` + list + `],"s":"` + long + `","h":"` + long + `"}`
+	nested := `{"` + long + `":[{"b":[` + list + `]}]}`
+	return `{"metadata":{"name":"` + long + `"},"a":[` + list + `],"s":"` + long + `","h":"` + long +
+		`","` + strings.Repeat("k", 1024) + `":` + nested + `,"b":{"c":{"d":"` + long + `"}}}`
 }()
 
 // boundCorpus: one policy per expression, its value a variable the
