@@ -368,7 +368,13 @@ type sizer struct {
 	// the expression (an amplifying call, `variables` read whole).
 	read     []int
 	unpriced bool
+	// visits counts the nodes walked: each comprehension walks its step
+	// three times, so nesting multiplies the walk, and a policy could
+	// make it endless. Past maxVisits the expression has no bound.
+	visits int
 }
+
+const maxVisits = 100_000
 
 type scoped struct {
 	name string
@@ -381,6 +387,11 @@ type scoped struct {
 // evaluates to whatever the optional held), so only literals and calls
 // whose every overload returns a scalar are sized as scalars.
 func (s *sizer) expr(e ast.Expr) extent {
+	if s.visits++; s.visits > maxVisits {
+		s.unpriced = true
+		s.sizes[e.ID()] = noExtent
+		return noExtent
+	}
 	x := s.compute(e)
 	s.sizes[e.ID()] = x
 	return x

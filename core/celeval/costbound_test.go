@@ -70,6 +70,15 @@ func TestAmplifiersAreNeverBounded(t *testing.T) {
 			t.Errorf("%s: bound %d, want none", expr, b.cost)
 		}
 	}
+	// Comprehensions nested 25 deep would take 3^25 walks of the
+	// innermost step: the walk stops, and there is no bound.
+	nested := "true"
+	for range 25 {
+		nested = "object.a.all(x, " + nested + ")"
+	}
+	if b := compileBounded(t, nested).bound(k, nil, nil); b.cost != unbounded {
+		t.Errorf("25 nested comprehensions: bound %d, want none", b.cost)
+	}
 	if b := compileBounded(t, `object.metadata.name.split('-').size() > 1`).bound(k, nil, nil); b.cost == unbounded || b.cost > 100 {
 		t.Errorf("split: bound %d, want a small one", b.cost)
 	}
