@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/admitfn/admitfn/hack/build/zipfile"
 )
@@ -31,11 +33,16 @@ func Build(ctx context.Context, pkg, goarch, binary string) error {
 }
 
 // BuildWith is Build with ldflags in place of Flags' (a release stamps its
-// version with -X).
-func BuildWith(ctx context.Context, pkg, goarch, binary, ldflags string) error {
+// version with -X) and tags added to Flags' (a benchmark's baseline links
+// more packages with them).
+func BuildWith(ctx context.Context, pkg, goarch, binary, ldflags string, tags ...string) error {
 	args := append([]string{"build"}, Flags...)
 	if ldflags != "" {
 		args[len(args)-1] = ldflags
+	}
+	if len(tags) > 0 {
+		i := slices.Index(args, "-tags") + 1
+		args[i] = strings.Join(append([]string{args[i]}, tags...), ",")
 	}
 	args = append(args, "-o", binary, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
