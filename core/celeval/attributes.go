@@ -46,6 +46,9 @@ type Attributes struct {
 	binding string
 	// params are the params objects measured (inputSize).
 	params []measured
+	// longest is reviewLongest's measure, once measured.
+	longest         int64
+	longestMeasured bool
 }
 
 // sharedObject is the CEL value of one object, remembered with the object
@@ -180,3 +183,38 @@ func (a *Attributes) SetBinding(name string) { a.binding = name }
 
 // Binding is the binding noted last.
 func (a *Attributes) Binding() string { return a.binding }
+
+// reviewLongest is the longest list or map of the review's objects as
+// received, measured once. A mutating review's objects change between
+// mutations and are not measured for bounds; this decides only whether
+// its tracked evaluations are tracked linearly, a choice of speed (both
+// trackers count the same).
+func (a *Attributes) reviewLongest() int64 {
+	if !a.longestMeasured && a.req != nil {
+		for _, o := range []*unstructured.Unstructured{a.req.Object, a.req.OldObject} {
+			if o != nil {
+				a.longest = max(a.longest, longestIn(o.Object))
+			}
+		}
+		a.longestMeasured = true
+	}
+	return a.longest
+}
+
+// longestIn is the longest list or map in v.
+func longestIn(v any) int64 {
+	var n int64
+	switch v := v.(type) {
+	case map[string]any:
+		n = int64(len(v))
+		for _, e := range v {
+			n = max(n, longestIn(e))
+		}
+	case []any:
+		n = int64(len(v))
+		for _, e := range v {
+			n = max(n, longestIn(e))
+		}
+	}
+	return n
+}

@@ -26,6 +26,9 @@ type Compiler struct {
 	// exactCost: every expression is evaluated with cost tracking, as
 	// upstream does (ExactCost).
 	exactCost bool
+	// linearFrom: see LinearTrackingFrom; noBounds: LinearCost.
+	linearFrom int
+	noBounds   bool
 }
 
 // Option configures a Compiler.
@@ -34,9 +37,25 @@ type Option func(*Compiler)
 // ExactCost evaluates every expression with cel-go's cost tracking, as
 // kube-apiserver does. Without it, a condition set that a bound proves
 // within its per-call limits and budget on a review is evaluated without
-// (costbound.go): the same decisions, errors and budget outcomes, in less
-// time.
+// (costbound.go), and tracked evaluations on reviews with long lists are
+// tracked linearly (LinearTrackingFrom): the same decisions, errors and
+// budget outcomes, in less time.
 func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
+
+// LinearTrackingFrom sets the longest list in a review's inputs (objects,
+// request, params, namespace) from which an expression evaluated with cost
+// tracking is tracked by admitfn's linear tracker (lineartrack.go): the same
+// costs in the same order as cel-go's tracker, in time that grows with the
+// object where cel-go's grows with its square. Below it, cel-go's tracker
+// serves (planning the linear program costs a compile, paid once per
+// expression). Negative: never. Without ExactCost only; the default is
+// DefaultLinearTrackingFrom.
+func LinearTrackingFrom(n int) Option { return func(c *Compiler) { c.linearFrom = n } }
+
+// LinearCost evaluates every expression with cost tracking, by the linear
+// tracker wherever it can plan it, and never without: a measure of the
+// tracker against cel-go's (ExactCost), for tests and benchmarks.
+func LinearCost() Option { return func(c *Compiler) { c.linearFrom, c.noBounds = 0, true } }
 
 // TracksEveryCost reports whether c was built with ExactCost.
 func (c *Compiler) TracksEveryCost() bool { return c.exactCost }
@@ -45,9 +64,10 @@ func (c *Compiler) TracksEveryCost() bool { return c.exactCost }
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler(opts ...Option) *Compiler {
 	c := &Compiler{
-		env:    boundedBase(),
-		envs:   map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
-		shared: map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
+		env:        boundedBase(),
+		linearFrom: DefaultLinearTrackingFrom,
+		envs:       map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
+		shared:     map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
 	}
 	for _, o := range opts {
 		o(c)
@@ -55,7 +75,9 @@ func NewCompiler(opts ...Option) *Compiler {
 	add := func(opts plugincel.OptionalVariableDeclarations, env func() (*environment.EnvSet, error)) {
 		env = sync.OnceValues(env)
 		c.envs[opts] = env
-		c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) { return composited(env, opts, !c.exactCost) })
+		c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) {
+			return composited(env, opts, c.programs())
+		})
 	}
 	for _, params := range []bool{false, true} {
 		for _, authorizer := range []bool{false, true} {
@@ -67,6 +89,11 @@ func NewCompiler(opts ...Option) *Compiler {
 		}
 	}
 	return c
+}
+
+// programs is how c's environments keep their programs.
+func (c *Compiler) programs() programKind {
+	return programKind{bounded: !c.exactCost, linearFrom: c.linearFrom, noBounds: c.noBounds}
 }
 
 // Env is the base environment the compiler's environments extend.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +52,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	if err != nil {
 		return nil, -1, err
 	}
-	compositionCtx := &composition{Context: ctx, vars: c.vars}
+	compositionCtx := &composition{Context: ctx, vars: c.vars, longest: -1}
 	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
 		compositionCtx.memo = attrs.variableMemo(c.vars, versionedAttr, inputs.VersionedParams, namespace)
 	}
@@ -77,9 +78,10 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		// function that fails on arguments of the wrong type is what
 		// reports them, in upstream's words): errors are rare, so the
 		// set is evaluated again, tracked, for upstream's.
-		compositionCtx = &composition{Context: ctx, vars: c.vars, memo: compositionCtx.memo}
+		compositionCtx = &composition{Context: ctx, vars: c.vars, memo: compositionCtx.memo, longest: -1}
 		act.composition, act.variables = compositionCtx, nil
 	}
+	compositionCtx.longest = longestList(versionedAttr, inputs, namespace)
 	remaining := runtimeCELCostBudget
 	for i, result := range c.results {
 		if err := deadlinePassed(ctx); err != nil {
@@ -120,6 +122,24 @@ func (c *condition) untracked(versionedAttr *admission.VersionedAttributes, inpu
 		return 0, false
 	}
 	return c.costAt(k), true
+}
+
+// longestList is the longest list or map of a review's inputs (of its
+// objects as received, on a mutating review), -1 when they are not
+// measured.
+func longestList(versionedAttr *admission.VersionedAttributes, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace) int64 {
+	attrs, ok := versionedAttr.Attributes.(*Attributes)
+	if !ok {
+		return -1
+	}
+	if !attrs.shareObjects {
+		return attrs.reviewLongest()
+	}
+	size, measured := attrs.inputSize(versionedAttr, inputs.VersionedParams, namespace)
+	if !measured || size.l > math.MaxInt64 {
+		return -1
+	}
+	return int64(size.l)
 }
 
 func deadlinePassed(ctx context.Context) error {
@@ -235,20 +255,19 @@ func evaluate(compositionCtx *composition, act *activation, result plugincel.Com
 		return evaluation, remainingBudget, nil
 	}
 	start := time.Now()
-	evalResult, evalDetails, err := result.Program.ContextEval(compositionCtx, act)
+	evalResult, rtCost, detailed, err := evalTracked(compositionCtx, compositionCtx.longest, act, result.Program)
 	compositionCost := compositionCtx.GetAndResetCost()
 	if compositionCost > remainingBudget {
 		return evaluation, -1, outOfBudget()
 	}
 	remainingBudget -= compositionCost
 	evaluation.Elapsed = time.Since(start)
-	if evalDetails == nil {
+	if !detailed {
 		return evaluation, -1, &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInternal,
 			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", result.ExpressionAccessor.GetExpression()),
 		}
 	}
-	rtCost := evalDetails.ActualCost()
 	if rtCost == nil {
 		return evaluation, -1, &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInvalid,
@@ -335,15 +354,31 @@ func newCondition(vars *Variables, results []plugincel.CompilationResult) *condi
 // the sets after it stay within their limits and budget; a set whose
 // remaining budget is used elsewhere must never be in one.
 func BudgetChain(sets ...plugincel.ConditionEvaluator) {
-	var next *condition
-	for i := len(sets) - 1; i >= 0; i-- {
-		c, ok := sets[i].(*condition)
+	conds := make([]*condition, len(sets))
+	for i, s := range sets {
+		c, ok := s.(*condition)
 		if !ok || c.bound != nil {
 			panic("celeval.BudgetChain: a set not built by NewConditionEvaluator, or chained twice")
 		}
+		if slices.ContainsFunc(c.results, unboundable) {
+			// Compiled to be tracked always (LinearCost): a set before it
+			// could not hand it an exact remaining budget untracked.
+			return
+		}
+		conds[i] = c
+	}
+	var next *condition
+	for i := len(conds) - 1; i >= 0; i-- {
+		c := conds[i]
 		c.bound = &setBound{tail: next}
 		next = c
 	}
+}
+
+// unboundable: r's program is compiled never to be evaluated untracked.
+func unboundable(r plugincel.CompilationResult) bool {
+	p, ok := r.Program.(*boundedProgram)
+	return ok && p.noBounds
 }
 
 // NewMutatingEvaluator is NewConditionEvaluator for one mutation expression

@@ -111,6 +111,15 @@ type boundedProgram struct {
 
 	once      sync.Once
 	untracked cel.Program
+
+	// linearFrom is the longest list from which the program's tracked
+	// evaluations are tracked linearly (lineartrack.go); negative: never.
+	linearFrom int
+	linearOnce sync.Once
+	linear     cel.Program
+	// noBounds: the program's set is never evaluated untracked
+	// (LinearCost).
+	noBounds bool
 }
 
 // checked compiles the expression again: its AST as checked, and the

@@ -84,7 +84,7 @@ func withPatchTypes(env func() (*environment.EnvSet, error)) (*environment.EnvSe
 // composited is upstream's CompositedCompiler on the environment of opts:
 // upstream's composition (the `variables` object, its stored variables,
 // their lazy evaluation and cost) with a compiler of that one environment.
-func composited(env func() (*environment.EnvSet, error), opts plugincel.OptionalVariableDeclarations, bounded bool) (*plugincel.CompositedCompiler, error) {
+func composited(env func() (*environment.EnvSet, error), opts plugincel.OptionalVariableDeclarations, kind programKind) (*plugincel.CompositedCompiler, error) {
 	base, err := env()
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func composited(env func() (*environment.EnvSet, error), opts plugincel.Optional
 	if err != nil {
 		return nil, err
 	}
-	c.Compiler = envCompiler{c, opts, bounded}
+	c.Compiler = envCompiler{c, opts, kind}
 	return c, nil
 }
 
@@ -142,7 +142,7 @@ func (p *policyCompiler) Composition(opts plugincel.OptionalVariableDeclarations
 		}
 		return cc, err
 	}
-	cc, err := composited(p.c.envs[opts], opts, !p.c.exactCost)
+	cc, err := composited(p.c.envs[opts], opts, p.c.programs())
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +199,18 @@ func failed(accessor plugincel.ExpressionAccessor, typ apiservercel.ErrorType, d
 type envCompiler struct {
 	composition *plugincel.CompositedCompiler
 	opts        plugincel.OptionalVariableDeclarations
+	kind        programKind
+}
+
+// programKind says what an environment keeps with its programs.
+type programKind struct {
 	// bounded keeps what an expression's cost bound needs with its
-	// program (costbound.go).
-	bounded bool
+	// program (costbound.go), and what linear tracking needs
+	// (lineartrack.go), from lists of linearFrom entries; noBounds uses
+	// the first for linear tracking only.
+	bounded    bool
+	linearFrom int
+	noBounds   bool
 }
 
 func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
@@ -241,8 +250,8 @@ func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor,
 	if err != nil {
 		return fail("program instantiation failed: "+err.Error(), apiservercel.ErrorTypeInternal, nil)
 	}
-	if c.bounded {
-		prog = &boundedProgram{Program: prog, env: env, expr: accessor.GetExpression()}
+	if c.kind.bounded {
+		prog = &boundedProgram{Program: prog, env: env, expr: accessor.GetExpression(), linearFrom: c.kind.linearFrom, noBounds: c.kind.noBounds}
 	}
 	return plugincel.CompilationResult{Program: prog, ExpressionAccessor: accessor, OutputType: ast.OutputType()}
 }

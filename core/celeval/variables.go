@@ -86,6 +86,10 @@ type composition struct {
 	// untracked: the set is evaluated without cost tracking
 	// (costbound.go), and so are its variables.
 	untracked bool
+	// longest is the longest list of the review's inputs, -1 when
+	// unmeasured: tracked evaluations are tracked linearly from a
+	// program's threshold (lineartrack.go).
+	longest int64
 }
 
 var _ plugincel.CompositionContext = (*composition)(nil)
@@ -244,12 +248,11 @@ func (m *variablesValue) evaluate(i int) ref.Val {
 		return m.evaluateUntracked(i, name, result)
 	}
 	m.evaluating = append(m.evaluating, i)
-	v, details, err := result.Program.ContextEval(c, m.activation)
+	v, costPtr, detailed, err := evalTracked(c, c.longest, m.activation, result.Program)
 	m.evaluating = m.evaluating[:len(m.evaluating)-1]
-	if details == nil {
+	if !detailed {
 		return types.NewErr("unable to get evaluation details of variable %q", name)
 	}
-	costPtr := details.ActualCost()
 	if costPtr == nil {
 		return types.NewErr("unable to calculate cost of variable %q", name)
 	}

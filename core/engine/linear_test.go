@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/test/perf"
 )
 
 // linearExpr walks every container once: its evaluation should take time in
@@ -76,5 +82,124 @@ func BenchmarkL1Linear(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// podSecurityEngine serves the policy library's Pod Security profiles,
+// bound to every namespace.
+func podSecurityEngine(tb testing.TB, opts ...celeval.Option) *Engine {
+	tb.Helper()
+	root := perf.RepoRoot()
+	var srcs []policy.Source
+	for _, f := range []string{"policies/library/pod-security/policy-baseline.yaml", "policies/library/pod-security/policy-restricted.yaml", "test/perf/testdata/pod-security-bindings.yaml"} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		srcs = append(srcs, policy.Source{Name: f, Data: data})
+	}
+	b, err := policy.Parse(srcs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := New(b, celeval.NewCompiler(opts...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// On Pods with more containers than the linear tracker's threshold, the
+// Pod Security profiles' tracked evaluations are tracked linearly: the
+// answers are the ones cel-go's tracker gives (ExactCost), message for
+// message, first review and second (when the bounds apply).
+func TestPodSecurityOnWidePods(t *testing.T) {
+	exact, linear := podSecurityEngine(t, celeval.ExactCost()), podSecurityEngine(t)
+	for _, n := range []int{celeval.DefaultLinearTrackingFrom + 100} {
+		req := wideReview(t, n)
+		privileged := wideReview(t, n)
+		cs := privileged.Object.Object["spec"].(map[string]any)["containers"].([]any)
+		cs[n/2].(map[string]any)["securityContext"] = map[string]any{"privileged": true}
+		for _, r := range []*review.Request{req, privileged, req} {
+			want, err := exact.Review(context.Background(), policy.Route{Type: policy.Validating}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := linear.Review(context.Background(), policy.Route{Type: policy.Validating}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Response.Allowed || want.Response.Result == nil {
+				t.Fatalf("%d containers: the restricted profile allowed %+v", n, want.Response)
+			}
+			if !reflect.DeepEqual(got.Response, want.Response) || !slices.Equal(got.FailedPolicies, want.FailedPolicies) {
+				t.Errorf("%d containers: answer %+v (%v)\nwith cel-go's tracker %+v (%v)", n, got.Response, got.FailedPolicies, want.Response, want.FailedPolicies)
+			}
+		}
+	}
+}
+
+// BenchmarkL2PodSecurity reviews Pods of 10,000 and 40,000 containers
+// against the Pod Security profiles, whose comprehensions over containers
+// and their lists are tracked; make bench reports the ratio of their times
+// (L2, target at most 5: linear time).
+func BenchmarkL2PodSecurity(b *testing.B) {
+	e := podSecurityEngine(b)
+	for _, n := range []int{10000, 40000} {
+		req := wideReview(b, n)
+		b.Run(fmt.Sprintf("%dk-containers", n/1000), func(b *testing.B) {
+			for b.Loop() {
+				res, err := e.Review(context.Background(), policy.Route{Type: policy.Validating}, req)
+				if err != nil || res.Response.Allowed {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+		})
+	}
+}
+
+// A mutating review's tracked evaluations (match conditions, mutations) are
+// tracked linearly past the threshold too: the same patch as with cel-go's
+// tracker.
+func TestMutationOnWidePods(t *testing.T) {
+	src := policy.Source{Name: "count.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: count-images}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+  - {name: named, expression: "object.spec.containers.all(c, c.name != '')"}
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >
+        [JSONPatch{op: "add", path: "/metadata/annotations", value: {"nginx": string(object.spec.containers.filter(c, c.image == 'nginx').size())}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: count-images}
+spec: {policyName: count-images}
+`)}
+	b, err := policy.Parse([]policy.Source{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := make([]*Engine, 2)
+	for i, opts := range [][]celeval.Option{{celeval.ExactCost()}, nil} {
+		if engines[i], err = New(b, celeval.NewCompiler(opts...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := mutateRoute(t, engines[0], "count-images")
+	for _, n := range []int{celeval.DefaultLinearTrackingFrom + 100, 3000} {
+		want := fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"nginx":"%d"}}]`, n)
+		for _, e := range engines {
+			resp := mustReview(t, e, rt, wideReview(t, n))
+			if !resp.Allowed || !jsonEqual(t, resp.Patch, []byte(want)) {
+				t.Errorf("%d containers: allowed %v, patch %s; want %s", n, resp.Allowed, resp.Patch, want)
+			}
+		}
 	}
 }

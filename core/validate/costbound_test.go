@@ -25,7 +25,9 @@ import (
 // exact cost spent, one less and half: a bound below the cost spent would
 // evaluate untracked where exact tracking runs out of budget, and the two
 // would differ (agrees). The bounded sets run twice, as a set's first
-// evaluation is always tracked.
+// evaluation is always tracked. Each runs tracked by the linear tracker
+// too (celeval/lineartrack.go), which must leave exactly the budgets
+// cel-go's tracker leaves.
 func TestCostBoundAgreesWithExactCost(t *testing.T) {
 	repo, err := testpolicies.Repository("../..")
 	if err != nil {
@@ -214,20 +216,23 @@ var boundExprs = []string{
 // boundPair is every policy's condition sets compiled twice: with exact
 // cost and with bounds.
 type boundPair struct {
-	names          []string
-	exact, bounded []conditionSets
+	names                  []string
+	exact, bounded, linear []conditionSets
 }
 
 func newBoundPair(tb testing.TB, policies []*admissionregistrationv1.ValidatingAdmissionPolicy) *boundPair {
 	tb.Helper()
-	exact, bounded := celeval.NewCompiler(celeval.ExactCost()), celeval.NewCompiler()
+	exact, bounded, linear := celeval.NewCompiler(celeval.ExactCost()), celeval.NewCompiler(), celeval.NewCompiler(celeval.LinearCost())
 	c := &boundPair{}
 	for _, p := range policies {
 		// Policies that do not compile are compared too: their sets
 		// evaluate what compiled.
-		e, _ := compileSets(exact.ForPolicy(len(p.Spec.Variables) > 0), p)
-		b, _ := compileSets(bounded.ForPolicy(len(p.Spec.Variables) > 0), p)
-		c.names, c.exact, c.bounded = append(c.names, p.Name), append(c.exact, e), append(c.bounded, b)
+		vars := len(p.Spec.Variables) > 0
+		e, _ := compileSets(exact.ForPolicy(vars), p)
+		b, _ := compileSets(bounded.ForPolicy(vars), p)
+		l, _ := compileSets(linear.ForPolicy(vars), p)
+		c.names = append(c.names, p.Name)
+		c.exact, c.bounded, c.linear = append(c.exact, e), append(c.bounded, b), append(c.linear, l)
 	}
 	return c
 }
@@ -271,6 +276,11 @@ func (c *boundPair) compare(t *testing.T, req *review.Request, thorough bool) in
 					if budget == celconfig.RuntimeCELCostBudget && g.left[0] < w.left[0] {
 						untracked++
 					}
+				}
+				// The linear tracker counts what cel-go's does, step by
+				// step: the same budgets left, to the unit.
+				if l := in.run(c.linear[i], budget, nil); !l.agrees(w, true) {
+					t.Errorf("%s, budget %d, tracked linearly: left %v, exact %v\n%s\nexact:\n%s", c.names[i], budget, l.left, w.left, strings.Join(l.trace, "\n"), strings.Join(w.trace, "\n"))
 				}
 			}
 		}

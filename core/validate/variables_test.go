@@ -42,12 +42,19 @@ import (
 func TestVariablesMatchUpstream(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
+		opt   celeval.Option
 		exact bool
-	}{{"exact cost", true}, {"bounded cost", false}} {
+	}{
+		{"exact cost", celeval.ExactCost(), true},
+		{"bounded cost", nil, false},
+		// The linear tracker counts as cel-go's does: budgets left to the
+		// unit.
+		{"linear cost", celeval.LinearCost(), true},
+	} {
 		t.Run(mode.name, func(t *testing.T) {
 			opts := []celeval.Option{}
-			if mode.exact {
-				opts = append(opts, celeval.ExactCost())
+			if mode.opt != nil {
+				opts = append(opts, mode.opt)
 			}
 			variablesMatchUpstream(t, celeval.NewCompiler(opts...), mode.exact)
 		})

@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most; at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	exactCost, exactCostErr := startup.ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
-	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
+	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation with cel-go's tracker, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err

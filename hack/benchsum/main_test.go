@@ -34,6 +34,8 @@ BenchmarkP5Throughput-2   	       1	6213647819 ns/op	      5735 admitfn-req/s	  
 BenchmarkP7ColdStart-2    	      20	  60000000 ns/op	        50.1 admitfn-ms	         14.3 hello-ms	        74.4 upstream-ms	         3.5 x-hello	         5.2 upstream-x-hello
 BenchmarkL1Linear/10k-containers-2         	       3	 400000000 ns/op
 BenchmarkL1Linear/40k-containers-2         	       1	6400000000 ns/op
+BenchmarkL2PodSecurity/10k-containers-2    	       3	 500000000 ns/op
+BenchmarkL2PodSecurity/40k-containers-2    	       1	1500000000 ns/op
 BenchmarkA1Apply/apply-2         	       1	15000000000 ns/op	    300000 ns/resource
 BenchmarkA1Apply/engine-2        	       1	21000000000 ns/op	    420000 ns/resource
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
@@ -61,6 +63,7 @@ func TestSummary(t *testing.T) {
 		"P7 3.5 target <=4 PASS",
 		"P8 0.62 target <=0.8 PASS",
 		"L1 16 target <=5 FAIL",
+		"L2 3 target <=5 PASS",
 		"A1 1.4 target >=1 PASS",
 	}
 	if !slices.Equal(lines, want) {

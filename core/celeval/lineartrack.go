@@ -1,0 +1,707 @@
+package celeval
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common"
+	"github.com/google/cel-go/common/overloads"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+)
+
+// Linear cost tracking. cel-go's runtime cost tracker keeps a stack of the
+// values it has observed and, for each step, searches it for the step's
+// operands; values a comprehension's steps leave on it are dropped only
+// when the comprehension ends, and an operand that was never pushed (a
+// bare variable) is searched for through the whole stack. Evaluation time
+// grows with the square of a list's length ("Evaluation time and object
+// size" in docs/performance.md). The tracker here computes the same costs
+// in the same order with the same stack, indexed by expression id, so
+// that a search takes constant time: a program planned with linearOption
+// observes every step as cel-go's cost observer does and charges the
+// tracker found in its activation (trackedActivation).
+
+// costVarName is the name under which a trackedActivation answers with its
+// tracker; no CEL identifier can spell it.
+const costVarName = "@admitfn.cost"
+
+// trackedActivation is an activation whose evaluation is charged to t.
+type trackedActivation struct {
+	interpreter.Activation
+	t *linearTracker
+}
+
+func (a *trackedActivation) ResolveName(name string) (any, bool) {
+	if name == costVarName {
+		return a.t, true
+	}
+	return a.Activation.ResolveName(name)
+}
+
+// linearTracker is one evaluation's cost, as cel-go's CostTracker counts it.
+type linearTracker struct {
+	cost uint64
+	// stack is cel-go's refValStack; at[id] the positions in it of the
+	// values observed for id, lowest first.
+	stack []stackVal
+	at    map[int64][]int32
+}
+
+type stackVal struct {
+	val ref.Val
+	id  int64
+}
+
+var trackers = sync.Pool{New: func() any { return &linearTracker{at: map[int64][]int32{}} }}
+
+func newLinearTracker() *linearTracker { return trackers.Get().(*linearTracker) }
+
+func (t *linearTracker) release() {
+	clear(t.stack)
+	t.stack = t.stack[:0]
+	clear(t.at)
+	t.cost = 0
+	trackers.Put(t)
+}
+
+func (t *linearTracker) push(val ref.Val, id int64) {
+	t.at[id] = append(t.at[id], int32(len(t.stack)))
+	t.stack = append(t.stack, stackVal{val, id})
+}
+
+// truncate removes the stack's values from position n up.
+func (t *linearTracker) truncate(n int) {
+	for i := len(t.stack) - 1; i >= n; i-- {
+		id := t.stack[i].id
+		pos := t.at[id]
+		t.at[id] = pos[:len(pos)-1]
+		t.stack[i] = stackVal{}
+	}
+	t.stack = t.stack[:n]
+}
+
+// take removes the topmost value observed for id and every value above it,
+// and returns it.
+func (t *linearTracker) take(id int64) (ref.Val, bool) {
+	pos := t.at[id]
+	if len(pos) == 0 {
+		return nil, false
+	}
+	n := int(pos[len(pos)-1])
+	v := t.stack[n].val
+	t.truncate(n)
+	return v, true
+}
+
+func (t *linearTracker) drop(ids ...int64) {
+	for _, id := range ids {
+		t.take(id)
+	}
+}
+
+// dropArgs is cel-go's: the arguments' values, last first, each removed
+// with what is above it; false as soon as one was never observed.
+func (t *linearTracker) dropArgs(args []interpreter.InterpretableV2) ([]ref.Val, bool) {
+	vals := make([]ref.Val, len(args))
+	for i := len(args) - 1; i >= 0; i-- {
+		v, ok := t.take(args[i].ID())
+		if !ok {
+			return nil, false
+		}
+		vals[i] = v
+	}
+	return vals, true
+}
+
+// linearConfig is what cel-go's tracker of one program is configured with.
+type linearConfig struct {
+	limit               *uint64
+	estimator           interpreter.ActualCostEstimator
+	overloads           map[string]interpreter.FunctionTracker
+	presenceTestHasCost bool
+}
+
+// stepKind classifies the steps cel-go's observer handles by their
+// unexported types.
+type stepKind int
+
+const (
+	stepOther stepKind = iota
+	stepLogic          // evalOr, evalAnd: their terms are dropped
+	stepFold           // evalFold: its range is dropped
+)
+
+// observe is cel-go's costTrackerFactory.Observe on t, with drops the
+// observing wrapper worked out once.
+func (t *linearTracker) observe(cfg *linearConfig, id int64, step any, val ref.Val, w *watchInfo) {
+	switch s := step.(type) {
+	case interpreter.ConstantQualifier:
+		t.cost++
+	case interpreter.InterpretableConst:
+	case interpreter.InterpretableAttribute:
+		if cond := w.conditional(s); cond != nil {
+			t.drop(cond[0], cond[1], cond[2])
+		} else {
+			t.drop(s.Attr().ID())
+			t.cost += common.SelectAndIdentCost
+		}
+		if !cfg.presenceTestHasCost && w.testOnly {
+			t.cost -= common.SelectAndIdentCost
+		}
+	default:
+		switch w.kind {
+		case stepLogic, stepFold:
+			t.drop(w.drops...)
+		default:
+			switch s := step.(type) {
+			case interpreter.Qualifier:
+				t.cost++
+			case interpreter.InterpretableCall:
+				if args, ok := t.dropArgs(s.Args()); ok {
+					t.cost += callCostOf(cfg, s, args, val)
+				}
+			case interpreter.InterpretableConstructor:
+				t.dropArgs(s.InitVals())
+				switch s.Type() {
+				case types.ListType:
+					t.cost += common.ListCreateBaseCost
+				case types.MapType:
+					t.cost += common.MapCreateBaseCost
+				default:
+					t.cost += common.StructCreateBaseCost
+				}
+			}
+		}
+	}
+	t.push(val, id)
+	if cfg.limit != nil && t.cost > *cfg.limit {
+		panic(interpreter.EvalCancelledError{Cause: interpreter.CostLimitExceeded, Message: "operation cancelled: actual cost limit exceeded"})
+	}
+}
+
+// callCostOf is cel-go's CostTracker.costCall.
+func callCostOf(cfg *linearConfig, call interpreter.InterpretableCall, args []ref.Val, result ref.Val) uint64 {
+	if track, ok := cfg.overloads[call.OverloadID()]; ok {
+		if c := track(args, result); c != nil {
+			return *c
+		}
+	}
+	if cfg.estimator != nil {
+		if c := cfg.estimator.CallCost(call.Function(), call.OverloadID(), args, result); c != nil {
+			return *c
+		}
+	}
+	traversal := func(n uint64) uint64 { return uint64(math.Ceil(float64(n) * common.StringTraversalCostFactor)) }
+	switch call.OverloadID() {
+	case overloads.StartsWithString, overloads.EndsWithString:
+		return traversal(valSize(args[1]))
+	case overloads.StringToBytes, overloads.BytesToString, overloads.ExtQuoteString, overloads.ExtFormatString:
+		return traversal(valSize(args[0]))
+	case overloads.InList:
+		return valSize(args[1])
+	case overloads.LessString, overloads.GreaterString, overloads.LessEqualsString, overloads.GreaterEqualsString,
+		overloads.LessBytes, overloads.GreaterBytes, overloads.LessEqualsBytes, overloads.GreaterEqualsBytes,
+		overloads.Equals, overloads.NotEquals:
+		return traversal(min(valSize(args[0]), valSize(args[1])))
+	case overloads.AddString, overloads.AddBytes:
+		return traversal(valSize(args[0]) + valSize(args[1]))
+	case overloads.Matches, overloads.MatchesString:
+		str := uint64(math.Ceil((1.0 + float64(valSize(args[0]))) * common.StringTraversalCostFactor))
+		regex := uint64(math.Ceil(float64(valSize(args[1])) * common.RegexStringLengthCostFactor))
+		return str * regex
+	case overloads.ContainsString:
+		return traversal(valSize(args[0])) * traversal(valSize(args[1]))
+	default:
+		return 1
+	}
+}
+
+// valSize is cel-go's actualSize.
+func valSize(v ref.Val) uint64 {
+	if sz, ok := v.(traits.Sizer); ok {
+		return uint64(sz.Size().(types.Int))
+	}
+	if opt, ok := v.(*types.Optional); ok && opt.HasValue() {
+		return valSize(opt.GetValue())
+	}
+	return 1
+}
+
+// trackerOf is the tracker an evaluation's activation carries, or nil.
+func trackerOf(vars interpreter.Activation) *linearTracker {
+	if v, ok := vars.ResolveName(costVarName); ok {
+		t, _ := v.(*linearTracker)
+		return t
+	}
+	return nil
+}
+
+// watchInfo is what an observing wrapper knows of its step.
+type watchInfo struct {
+	kind     stepKind
+	drops    []int64
+	testOnly bool
+
+	// A conditional attribute's ids are worked out on first use: they
+	// change as planning adds qualifiers to the attribute.
+	conditionalAttr bool
+	condOnce        sync.Once
+	cond            [3]int64
+}
+
+func (w *watchInfo) conditional(a interpreter.InterpretableAttribute) *[3]int64 {
+	if !w.conditionalAttr {
+		return nil
+	}
+	w.condOnce.Do(func() {
+		e := reflect.ValueOf(a.Attr()).Elem()
+		w.cond = [3]int64{
+			field[interpreter.Attribute](e, "falsy").ID(),
+			field[interpreter.Attribute](e, "truthy").ID(),
+			field[interpreter.InterpretableV2](e, "expr").ID(),
+		}
+	})
+	return &w.cond
+}
+
+// field reads struct field name of v, unexported or not (stepInfo has
+// checked it exists with that type).
+func field[T any](v reflect.Value, name string) T {
+	f := v.FieldByName(name)
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(T)
+}
+
+// celType is the name of v's type when it is a pointer to one of cel-go's
+// interpreter types, else "".
+func celType(v any) string {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/google/cel-go/interpreter" {
+		return ""
+	}
+	return t.Elem().Name()
+}
+
+// hasField reports whether struct type t has field name of type want.
+func hasField(t reflect.Type, name string, want reflect.Type) bool {
+	f, ok := t.FieldByName(name)
+	return ok && f.Type == want
+}
+
+var (
+	interpretableType = reflect.TypeFor[interpreter.InterpretableV2]()
+	attributeType     = reflect.TypeFor[interpreter.Attribute]()
+)
+
+// stepInfo classifies a step as cel-go's cost observer does by its
+// unexported type (evalOr, evalAnd, evalFold, evalTestOnly, and
+// conditionalAttribute under an attribute), checking the fields it reads;
+// a step it cannot classify fails the program's planning, which leaves
+// the expression tracked by cel-go.
+func stepInfo(step any) (*watchInfo, error) {
+	w := &watchInfo{}
+	v := reflect.ValueOf(step)
+	switch celType(step) {
+	case "evalOr", "evalAnd":
+		if !hasField(v.Type().Elem(), "terms", reflect.SliceOf(interpretableType)) {
+			return nil, errors.New("cel-go's logical operators have no terms")
+		}
+		w.kind = stepLogic
+		for _, term := range field[[]interpreter.InterpretableV2](v.Elem(), "terms") {
+			w.drops = append(w.drops, term.ID())
+		}
+	case "evalFold":
+		if !hasField(v.Type().Elem(), "iterRange", interpretableType) {
+			return nil, errors.New("cel-go's comprehensions have no iterRange")
+		}
+		w.kind = stepFold
+		w.drops = []int64{field[interpreter.InterpretableV2](v.Elem(), "iterRange").ID()}
+	case "evalTestOnly":
+		w.testOnly = true
+	case "evalExhaustiveOr", "evalExhaustiveAnd", "evalExhaustiveConditional":
+		return nil, errors.New("exhaustive evaluation is not tracked linearly")
+	}
+	if a, ok := step.(interpreter.InterpretableAttribute); ok && celType(a.Attr()) == "conditionalAttribute" {
+		t := reflect.TypeOf(a.Attr()).Elem()
+		if !hasField(t, "falsy", attributeType) || !hasField(t, "truthy", attributeType) || !hasField(t, "expr", interpretableType) {
+			return nil, errors.New("cel-go's conditional attributes have no falsy, truthy and expr")
+		}
+		w.conditionalAttr = true
+	}
+	return w, nil
+}
+
+// The observing wrappers mirror cel-go's (evalWatch and its kin in
+// interpreter/interpretable.go): the same steps observed with the same
+// values, in the same order.
+
+type watch struct {
+	interpreter.InterpretableV2
+	info *watchInfo
+	cfg  *linearConfig
+}
+
+func (e *watch) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	val := e.InterpretableV2.Exec(frame)
+	if t := trackerOf(frame); t != nil {
+		t.observe(e.cfg, e.ID(), e.InterpretableV2, val, e.info)
+	}
+	return val
+}
+
+func (e *watch) Eval(vars interpreter.Activation) ref.Val { return e.Exec(interpreter.AsFrame(vars)) }
+
+type watchAttr struct {
+	interpreter.InterpretableAttribute
+	info *watchInfo
+	cfg  *linearConfig
+}
+
+func (e *watchAttr) AddQualifier(q interpreter.Qualifier) (interpreter.Attribute, error) {
+	adapter := e.Adapter()
+	switch qual := q.(type) {
+	case interpreter.ConstantQualifier:
+		q = &watchConstQual{ConstantQualifier: qual, adapter: adapter, info: &watchInfo{}, cfg: e.cfg}
+	case *watchAttr:
+		q = &watchAttrQual{Attribute: qual.InterpretableAttribute, adapter: adapter, info: qual.info, cfg: e.cfg}
+	case interpreter.Attribute:
+		info, err := stepInfo(qual)
+		if err != nil {
+			return nil, err
+		}
+		q = &watchAttrQual{Attribute: qual, adapter: adapter, info: info, cfg: e.cfg}
+	default:
+		q = &watchQual{Qualifier: qual, adapter: adapter, info: &watchInfo{}, cfg: e.cfg}
+	}
+	_, err := e.InterpretableAttribute.AddQualifier(q)
+	return e, err
+}
+
+func (e *watchAttr) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	val := e.InterpretableAttribute.Exec(frame)
+	if t := trackerOf(frame); t != nil {
+		t.observe(e.cfg, e.ID(), e.InterpretableAttribute, val, e.info)
+	}
+	return val
+}
+
+func (e *watchAttr) Eval(vars interpreter.Activation) ref.Val {
+	return e.Exec(interpreter.AsFrame(vars))
+}
+
+// qualified is the value a watched Qualify observes.
+func qualified(adapter types.Adapter, id int64, out any, err error) ref.Val {
+	if err != nil {
+		return types.LabelErrNode(id, types.WrapErr(err))
+	}
+	return adapter.NativeToValue(out)
+}
+
+// qualifiedIfPresent is the value a watched QualifyIfPresent observes.
+func qualifiedIfPresent(adapter types.Adapter, id int64, out any, err error, present, presenceOnly bool) ref.Val {
+	switch {
+	case err != nil:
+		return types.LabelErrNode(id, types.WrapErr(err))
+	case out != nil:
+		return adapter.NativeToValue(out)
+	case presenceOnly:
+		return types.Bool(present)
+	}
+	return nil
+}
+
+func observeQualifier(cfg *linearConfig, vars interpreter.Activation, id int64, step any, val ref.Val, info *watchInfo) {
+	if t := trackerOf(vars); t != nil {
+		t.observe(cfg, id, step, val, info)
+	}
+}
+
+type watchConstQual struct {
+	interpreter.ConstantQualifier
+	adapter types.Adapter
+	info    *watchInfo
+	cfg     *linearConfig
+}
+
+func (e *watchConstQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
+	out, err := e.ConstantQualifier.Qualify(vars, obj)
+	observeQualifier(e.cfg, vars, e.ID(), e.ConstantQualifier, qualified(e.adapter, e.ID(), out, err), e.info)
+	return out, err
+}
+
+func (e *watchConstQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
+	out, present, err := e.ConstantQualifier.QualifyIfPresent(vars, obj, presenceOnly)
+	if present || presenceOnly {
+		observeQualifier(e.cfg, vars, e.ID(), e.ConstantQualifier, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
+	}
+	return out, present, err
+}
+
+// QualifierValueEquals is cel-go's, for attribute patterns.
+func (e *watchConstQual) QualifierValueEquals(value any) bool {
+	qve, ok := e.ConstantQualifier.(interface{ QualifierValueEquals(any) bool })
+	return ok && qve.QualifierValueEquals(value)
+}
+
+type watchAttrQual struct {
+	interpreter.Attribute
+	adapter types.Adapter
+	info    *watchInfo
+	cfg     *linearConfig
+}
+
+func (e *watchAttrQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
+	out, err := e.Attribute.Qualify(vars, obj)
+	observeQualifier(e.cfg, vars, e.ID(), e.Attribute, qualified(e.adapter, e.ID(), out, err), e.info)
+	return out, err
+}
+
+func (e *watchAttrQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
+	out, present, err := e.Attribute.QualifyIfPresent(vars, obj, presenceOnly)
+	if present || presenceOnly {
+		observeQualifier(e.cfg, vars, e.ID(), e.Attribute, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
+	}
+	return out, present, err
+}
+
+type watchQual struct {
+	interpreter.Qualifier
+	adapter types.Adapter
+	info    *watchInfo
+	cfg     *linearConfig
+}
+
+func (e *watchQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
+	out, err := e.Qualifier.Qualify(vars, obj)
+	observeQualifier(e.cfg, vars, e.ID(), e.Qualifier, qualified(e.adapter, e.ID(), out, err), e.info)
+	return out, err
+}
+
+func (e *watchQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
+	out, present, err := e.Qualifier.QualifyIfPresent(vars, obj, presenceOnly)
+	if present || presenceOnly {
+		observeQualifier(e.cfg, vars, e.ID(), e.Qualifier, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
+	}
+	return out, present, err
+}
+
+type watchConst struct {
+	interpreter.InterpretableConst
+	info *watchInfo
+	cfg  *linearConfig
+}
+
+func (e *watchConst) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	val := e.Value()
+	if t := trackerOf(frame); t != nil {
+		t.observe(e.cfg, e.ID(), e.InterpretableConst, val, e.info)
+	}
+	return val
+}
+
+func (e *watchConst) Eval(vars interpreter.Activation) ref.Val {
+	return e.Exec(interpreter.AsFrame(vars))
+}
+
+type watchConstructor struct {
+	constructor interpreter.InterpretableConstructor
+	info        *watchInfo
+	cfg         *linearConfig
+}
+
+func (c *watchConstructor) InitVals() []interpreter.InterpretableV2 { return c.constructor.InitVals() }
+func (c *watchConstructor) Type() ref.Type                          { return c.constructor.Type() }
+func (c *watchConstructor) ID() int64                               { return c.constructor.ID() }
+
+func (c *watchConstructor) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	val := c.constructor.Exec(frame)
+	if t := trackerOf(frame); t != nil {
+		t.observe(c.cfg, c.ID(), c.constructor, val, c.info)
+	}
+	return val
+}
+
+func (c *watchConstructor) Eval(vars interpreter.Activation) ref.Val {
+	return c.Exec(interpreter.AsFrame(vars))
+}
+
+// observeLinearly is the decorator that wraps every planned step as cel-go's
+// decObserveEval does, charging steps as cfg says.
+func observeLinearly(cfg *linearConfig) interpreter.InterpretableDecoratorV2 {
+	return func(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+		switch inst := i.(type) {
+		case *watch, *watchAttr, *watchConst, *watchConstructor:
+			return i, nil
+		case interpreter.InterpretableAttribute:
+			info, err := stepInfo(inst)
+			if err != nil {
+				return nil, err
+			}
+			return &watchAttr{InterpretableAttribute: inst, info: info, cfg: cfg}, nil
+		case interpreter.InterpretableConst:
+			return &watchConst{InterpretableConst: inst, info: &watchInfo{}, cfg: cfg}, nil
+		case interpreter.InterpretableConstructor:
+			return &watchConstructor{constructor: inst, info: &watchInfo{}, cfg: cfg}, nil
+		default:
+			info, err := stepInfo(inst)
+			if err != nil {
+				return nil, err
+			}
+			return &watch{InterpretableV2: i, info: info, cfg: cfg}, nil
+		}
+	}
+}
+
+// linearOption plans a program with linear cost tracking in an environment
+// that asks for cel-go's: like untrackedOption, given last, it clears
+// cel-go's observer (prog.evalOpts' OptTrackCost, prog.costLimit), keeping
+// the limit, the call cost estimator and the tracker options (overload
+// cost trackers, presence tests' cost) for the linear tracker; and it
+// moves the decorators cel-go adds after the program's own (interrupt
+// checks, constant folding, regular expressions) before the observing
+// one, as cel-go orders them with its observer. A program it cannot
+// reproduce cel-go's tracking for (exhaustive or partial evaluation) fails
+// to plan and stays with cel-go's.
+var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
+	optType := reflect.TypeFor[cel.ProgramOption]()
+	if optType.NumIn() != 1 || optType.In(0).Kind() != reflect.Pointer || optType.In(0).Elem().Kind() != reflect.Struct {
+		return nil, errors.New("cel.ProgramOption is not a function of a struct pointer")
+	}
+	prog := optType.In(0).Elem()
+	fields := map[string]reflect.Type{
+		"evalOpts":                reflect.TypeFor[cel.EvalOption](),
+		"costLimit":               reflect.TypeFor[*uint64](),
+		"interruptCheckFrequency": reflect.TypeFor[uint](),
+		"plannerOptions":          reflect.TypeFor[[]interpreter.PlannerOption](),
+		"regexOptimizations":      reflect.TypeFor[[]*interpreter.RegexOptimization](),
+		"callCostEstimator":       reflect.TypeFor[interpreter.ActualCostEstimator](),
+		"costOptions":             reflect.TypeFor[[]interpreter.CostTrackerOption](),
+	}
+	offsets := map[string]uintptr{}
+	for name, typ := range fields {
+		f, ok := prog.FieldByName(name)
+		if !ok || f.Type != typ {
+			return nil, errors.New("cel-go's program has no " + name + " field of type " + typ.String())
+		}
+		offsets[name] = f.Offset
+	}
+	tracker := reflect.TypeFor[interpreter.CostTracker]()
+	presence, ok := tracker.FieldByName("presenceTestHasCost")
+	if !ok || presence.Type.Kind() != reflect.Bool {
+		return nil, errors.New("cel-go's cost tracker has no presenceTestHasCost")
+	}
+	if !hasField(tracker, "overloadTrackers", reflect.TypeFor[map[string]interpreter.FunctionTracker]()) {
+		return nil, errors.New("cel-go's cost tracker has no overloadTrackers")
+	}
+	fn := reflect.MakeFunc(optType, func(args []reflect.Value) []reflect.Value {
+		p := args[0]
+		base := p.UnsafePointer()
+		at := func(name string) unsafe.Pointer { return unsafe.Add(base, offsets[name]) }
+		fail := func(err error) []reflect.Value { return []reflect.Value{p, reflect.ValueOf(&err).Elem()} }
+
+		opts := (*cel.EvalOption)(at("evalOpts"))
+		if *opts&cel.OptTrackCost == 0 {
+			return fail(errors.New("the program tracks no cost"))
+		}
+		if *opts&(cel.OptExhaustiveEval|cel.OptTrackState|cel.OptPartialEval) != 0 {
+			return fail(errors.New("exhaustive, state-tracking and partial evaluation are not tracked linearly"))
+		}
+		ct, err := interpreter.NewCostTracker(nil, *(*[]interpreter.CostTrackerOption)(at("costOptions"))...)
+		if err != nil {
+			return fail(err)
+		}
+		tv := reflect.ValueOf(ct).Elem()
+		cfg := &linearConfig{
+			estimator:           *(*interpreter.ActualCostEstimator)(at("callCostEstimator")),
+			presenceTestHasCost: tv.Field(presence.Index[0]).Bool(),
+			overloads:           field[map[string]interpreter.FunctionTracker](tv, "overloadTrackers"),
+		}
+		limit := (**uint64)(at("costLimit"))
+		if *limit != nil {
+			l := **limit
+			cfg.limit = &l
+		}
+		*limit = nil
+
+		// cel-go's own order (program.go): interrupt checks, constant
+		// folding, regular expressions, then the observer.
+		planner := (*[]interpreter.PlannerOption)(at("plannerOptions"))
+		regexes := (*[]*interpreter.RegexOptimization)(at("regexOptimizations"))
+		if *(*uint)(at("interruptCheckFrequency")) > 0 {
+			*planner = append(*planner, interpreter.InterruptableEval())
+		}
+		rs := slices.Clone(*regexes)
+		if *opts&cel.OptOptimize != 0 {
+			*planner = append(*planner, interpreter.Optimize())
+			rs = append(rs, interpreter.MatchesRegexOptimization)
+		}
+		if len(rs) > 0 {
+			*planner = append(*planner, interpreter.CompileRegexConstants(rs...))
+		}
+		*planner = append(*planner, interpreter.CustomDecoratorV2(observeLinearly(cfg)))
+		*opts &^= cel.OptTrackCost | cel.OptOptimize
+		*regexes = nil
+		return []reflect.Value{p, reflect.Zero(optType.Out(1))}
+	})
+	return fn.Interface().(cel.ProgramOption), nil
+})
+
+// DefaultLinearTrackingFrom is the longest list in a review's inputs from
+// which its tracked evaluations are tracked linearly (LinearTrackingFrom).
+const DefaultLinearTrackingFrom = 1024
+
+// linearProgram is p planned with linear cost tracking, planned on first
+// use; nil when it cannot be.
+func (p *boundedProgram) linearProgram() cel.Program {
+	p.linearOnce.Do(func() {
+		defer func() {
+			if recover() != nil {
+				p.linear = nil
+			}
+		}()
+		opt, err := linearOption()
+		if err != nil {
+			return
+		}
+		ast, issues := p.env.Compile(p.expr)
+		if issues != nil && issues.Err() != nil {
+			return
+		}
+		if prog, err := p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt); err == nil {
+			p.linear = prog
+		}
+	})
+	return p.linear
+}
+
+// evalTracked evaluates prog on act with its cost tracked: linearly when
+// the review's longest list reaches the program's threshold and it has a
+// linear plan, else by cel-go. ok is false when cel-go gave no details;
+// cost is nil when they hold none.
+func evalTracked(ctx context.Context, longest int64, act any, prog cel.Program) (val ref.Val, cost *uint64, ok bool, err error) {
+	if bp, isBounded := prog.(*boundedProgram); isBounded && bp.linearFrom >= 0 && longest >= int64(bp.linearFrom) {
+		if a, isAct := act.(interpreter.Activation); isAct {
+			if lp := bp.linearProgram(); lp != nil {
+				t := newLinearTracker()
+				val, _, err = lp.ContextEval(ctx, &trackedActivation{Activation: a, t: t})
+				c := t.cost
+				t.release()
+				return val, &c, true, err
+			}
+		}
+	}
+	val, details, err := prog.ContextEval(ctx, act)
+	if details == nil {
+		return val, nil, false, err
+	}
+	return val, details.ActualCost(), true, err
+}
