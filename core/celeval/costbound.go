@@ -134,24 +134,29 @@ func (p *boundedProgram) checked() (checked, priced *cel.Ast, err error) {
 }
 
 func (p *boundedProgram) prepare() {
-	p.once.Do(func() {
-		defer func() {
-			if recover() != nil {
-				p.untracked = nil
-			}
-		}()
-		opt, err := untrackedOption()
-		if err != nil {
-			return
+	p.once.Do(func() { p.untracked = p.planWith(untrackedOption) })
+}
+
+// planWith plans p's expression again with the option opt gives, given
+// last; nil when it cannot (the expression then keeps cel-go's tracking).
+func (p *boundedProgram) planWith(opt func() (cel.ProgramOption, error)) (prog cel.Program) {
+	defer func() {
+		if recover() != nil {
+			prog = nil
 		}
-		ast, _, err := p.checked()
-		if err != nil {
-			return
-		}
-		if prog, err := p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt); err == nil {
-			p.untracked = prog
-		}
-	})
+	}()
+	o, err := opt()
+	if err != nil {
+		return nil
+	}
+	ast, issues := p.env.Compile(p.expr)
+	if issues != nil && issues.Err() != nil {
+		return nil
+	}
+	if prog, err = p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), o); err != nil {
+		return nil
+	}
+	return prog
 }
 
 func (p *boundedProgram) untrackedProgram() cel.Program {

@@ -16,7 +16,6 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 )
 
 // Linear cost tracking. cel-go's runtime cost tracker keeps a stack of the
@@ -367,20 +366,22 @@ type watchAttr struct {
 }
 
 func (e *watchAttr) AddQualifier(q interpreter.Qualifier) (interpreter.Attribute, error) {
-	adapter := e.Adapter()
+	w := watching{adapter: e.Adapter(), info: &watchInfo{}, cfg: e.cfg}
 	switch qual := q.(type) {
 	case interpreter.ConstantQualifier:
-		q = &watchConstQual{ConstantQualifier: qual, adapter: adapter, info: &watchInfo{}, cfg: e.cfg}
+		q = &watchConstQual{ConstantQualifier: qual, watching: w}
 	case *watchAttr:
-		q = &watchAttrQual{Attribute: qual.InterpretableAttribute, adapter: adapter, info: qual.info, cfg: e.cfg}
+		w.info = qual.info
+		q = &watchAttrQual{Attribute: qual.InterpretableAttribute, watching: w}
 	case interpreter.Attribute:
 		info, err := stepInfo(qual)
 		if err != nil {
 			return nil, err
 		}
-		q = &watchAttrQual{Attribute: qual, adapter: adapter, info: info, cfg: e.cfg}
+		w.info = info
+		q = &watchAttrQual{Attribute: qual, watching: w}
 	default:
-		q = &watchQual{Qualifier: qual, adapter: adapter, info: &watchInfo{}, cfg: e.cfg}
+		q = &watchQual{Qualifier: qual, watching: w}
 	}
 	_, err := e.InterpretableAttribute.AddQualifier(q)
 	return e, err
@@ -419,31 +420,48 @@ func qualifiedIfPresent(adapter types.Adapter, id int64, out any, err error, pre
 	return nil
 }
 
-func observeQualifier(cfg *linearConfig, vars interpreter.Activation, id int64, step any, val ref.Val, info *watchInfo) {
-	if t := trackerOf(vars); t != nil {
-		t.observe(cfg, id, step, val, info)
-	}
-}
-
-type watchConstQual struct {
-	interpreter.ConstantQualifier
+// watching is what a watched qualifier observes with; its methods are
+// cel-go's evalWatch*Qual Qualify and QualifyIfPresent on q.
+type watching struct {
 	adapter types.Adapter
 	info    *watchInfo
 	cfg     *linearConfig
 }
 
-func (e *watchConstQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
-	out, err := e.ConstantQualifier.Qualify(vars, obj)
-	observeQualifier(e.cfg, vars, e.ID(), e.ConstantQualifier, qualified(e.adapter, e.ID(), out, err), e.info)
+func (w watching) observe(vars interpreter.Activation, q interpreter.Qualifier, val ref.Val) {
+	if t := trackerOf(vars); t != nil {
+		t.observe(w.cfg, q.ID(), q, val, w.info)
+	}
+}
+
+func (w watching) qualify(q interpreter.Qualifier, vars interpreter.Activation, obj any) (any, error) {
+	out, err := q.Qualify(vars, obj)
+	w.observe(vars, q, qualified(w.adapter, q.ID(), out, err))
 	return out, err
 }
 
-func (e *watchConstQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
-	out, present, err := e.ConstantQualifier.QualifyIfPresent(vars, obj, presenceOnly)
+func (w watching) qualifyIfPresent(q interpreter.Qualifier, vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
+	out, present, err := q.QualifyIfPresent(vars, obj, presenceOnly)
 	if present || presenceOnly {
-		observeQualifier(e.cfg, vars, e.ID(), e.ConstantQualifier, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
+		w.observe(vars, q, qualifiedIfPresent(w.adapter, q.ID(), out, err, present, presenceOnly))
 	}
 	return out, present, err
+}
+
+// The three watched qualifiers keep the interface of what they watch
+// (planning tells constants and attributes apart by it).
+
+type watchConstQual struct {
+	interpreter.ConstantQualifier
+	watching
+}
+
+func (e *watchConstQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
+	return e.qualify(e.ConstantQualifier, vars, obj)
+}
+
+func (e *watchConstQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
+	return e.qualifyIfPresent(e.ConstantQualifier, vars, obj, presenceOnly)
 }
 
 // QualifierValueEquals is cel-go's, for attribute patterns.
@@ -454,44 +472,28 @@ func (e *watchConstQual) QualifierValueEquals(value any) bool {
 
 type watchAttrQual struct {
 	interpreter.Attribute
-	adapter types.Adapter
-	info    *watchInfo
-	cfg     *linearConfig
+	watching
 }
 
 func (e *watchAttrQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
-	out, err := e.Attribute.Qualify(vars, obj)
-	observeQualifier(e.cfg, vars, e.ID(), e.Attribute, qualified(e.adapter, e.ID(), out, err), e.info)
-	return out, err
+	return e.qualify(e.Attribute, vars, obj)
 }
 
 func (e *watchAttrQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
-	out, present, err := e.Attribute.QualifyIfPresent(vars, obj, presenceOnly)
-	if present || presenceOnly {
-		observeQualifier(e.cfg, vars, e.ID(), e.Attribute, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
-	}
-	return out, present, err
+	return e.qualifyIfPresent(e.Attribute, vars, obj, presenceOnly)
 }
 
 type watchQual struct {
 	interpreter.Qualifier
-	adapter types.Adapter
-	info    *watchInfo
-	cfg     *linearConfig
+	watching
 }
 
 func (e *watchQual) Qualify(vars interpreter.Activation, obj any) (any, error) {
-	out, err := e.Qualifier.Qualify(vars, obj)
-	observeQualifier(e.cfg, vars, e.ID(), e.Qualifier, qualified(e.adapter, e.ID(), out, err), e.info)
-	return out, err
+	return e.qualify(e.Qualifier, vars, obj)
 }
 
 func (e *watchQual) QualifyIfPresent(vars interpreter.Activation, obj any, presenceOnly bool) (any, bool, error) {
-	out, present, err := e.Qualifier.QualifyIfPresent(vars, obj, presenceOnly)
-	if present || presenceOnly {
-		observeQualifier(e.cfg, vars, e.ID(), e.Qualifier, qualifiedIfPresent(e.adapter, e.ID(), out, err, present, presenceOnly), e.info)
-	}
-	return out, present, err
+	return e.qualifyIfPresent(e.Qualifier, vars, obj, presenceOnly)
 }
 
 type watchConst struct {
@@ -662,24 +664,7 @@ const DefaultLinearTrackingFrom = 1024
 // linearProgram is p planned with linear cost tracking, planned on first
 // use; nil when it cannot be.
 func (p *boundedProgram) linearProgram() cel.Program {
-	p.linearOnce.Do(func() {
-		defer func() {
-			if recover() != nil {
-				p.linear = nil
-			}
-		}()
-		opt, err := linearOption()
-		if err != nil {
-			return
-		}
-		ast, issues := p.env.Compile(p.expr)
-		if issues != nil && issues.Err() != nil {
-			return
-		}
-		if prog, err := p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), opt); err == nil {
-			p.linear = prog
-		}
-	})
+	p.linearOnce.Do(func() { p.linear = p.planWith(linearOption) })
 	return p.linear
 }
 
