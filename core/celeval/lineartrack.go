@@ -50,40 +50,67 @@ func (a *trackedActivation) ResolveName(name string) (any, bool) {
 // linearTracker is one evaluation's cost, as cel-go's CostTracker counts it.
 type linearTracker struct {
 	cost uint64
-	// stack is cel-go's refValStack; at[id] the positions in it of the
-	// values observed for id, lowest first.
+	// stack is cel-go's refValStack. Each value links to the value below
+	// it observed for the same id (prev), and top[id] is the topmost of
+	// an id's values, -1 when none: a search is one lookup.
 	stack []stackVal
-	at    map[int64][]int32
+	top   []int32
 }
 
 type stackVal struct {
-	val ref.Val
-	id  int64
+	val  ref.Val
+	id   int64
+	prev int32
 }
 
-var trackers = sync.Pool{New: func() any { return &linearTracker{at: map[int64][]int32{}} }}
+var trackers = sync.Pool{New: func() any { return &linearTracker{} }}
 
 func newLinearTracker() *linearTracker { return trackers.Get().(*linearTracker) }
 
+// release empties t (which leaves top all -1) and pools it.
 func (t *linearTracker) release() {
-	clear(t.stack)
-	t.stack = t.stack[:0]
-	clear(t.at)
+	t.truncate(0)
 	t.cost = 0
 	trackers.Put(t)
 }
 
+// indexed: ids below this are indexed (top); an expression's ids count
+// its nodes, so others are searched for as cel-go does.
+const indexed = 1 << 20
+
 func (t *linearTracker) push(val ref.Val, id int64) {
-	t.at[id] = append(t.at[id], int32(len(t.stack)))
-	t.stack = append(t.stack, stackVal{val, id})
+	prev := int32(-1)
+	if id >= 0 && id < indexed {
+		for int64(len(t.top)) <= id {
+			t.top = append(t.top, -1)
+		}
+		prev, t.top[id] = t.top[id], int32(len(t.stack))
+	}
+	t.stack = append(t.stack, stackVal{val, id, prev})
+}
+
+// topOf is the position of the topmost value observed for id, -1 if none.
+func (t *linearTracker) topOf(id int64) int {
+	if id >= 0 && id < indexed {
+		if id < int64(len(t.top)) {
+			return int(t.top[id])
+		}
+		return -1
+	}
+	for i := len(t.stack) - 1; i >= 0; i-- {
+		if t.stack[i].id == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // truncate removes the stack's values from position n up.
 func (t *linearTracker) truncate(n int) {
 	for i := len(t.stack) - 1; i >= n; i-- {
-		id := t.stack[i].id
-		pos := t.at[id]
-		t.at[id] = pos[:len(pos)-1]
+		if id := t.stack[i].id; id >= 0 && id < indexed {
+			t.top[id] = t.stack[i].prev
+		}
 		t.stack[i] = stackVal{}
 	}
 	t.stack = t.stack[:n]
@@ -92,11 +119,10 @@ func (t *linearTracker) truncate(n int) {
 // take removes the topmost value observed for id and every value above it,
 // and returns it.
 func (t *linearTracker) take(id int64) (ref.Val, bool) {
-	pos := t.at[id]
-	if len(pos) == 0 {
+	n := t.topOf(id)
+	if n < 0 {
 		return nil, false
 	}
-	n := int(pos[len(pos)-1])
 	v := t.stack[n].val
 	t.truncate(n)
 	return v, true
