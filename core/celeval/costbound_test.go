@@ -11,9 +11,9 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
-func compileBounded(t *testing.T, expr string) *boundedProgram {
+func compileBounded(t *testing.T, expr string, opts ...Option) *boundedProgram {
 	t.Helper()
-	r := NewCompiler().ForPolicy(false).CompileCELExpression(&validating.ValidationCondition{Expression: expr}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions)
+	r := NewCompiler(opts...).ForPolicy(false).CompileCELExpression(&validating.ValidationCondition{Expression: expr}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions)
 	if r.Error != nil {
 		t.Fatal(r.Error)
 	}

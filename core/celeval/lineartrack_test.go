@@ -86,8 +86,7 @@ func describe(v ref.Val, err error) string {
 	return fmt.Sprintf("%v (%s)", v.Value(), v.Type().TypeName())
 }
 
-// Below the threshold, and for programs without a plan, evaluation is
-// cel-go's.
+// Below the threshold, and with a negative one, evaluation is cel-go's.
 func TestLinearTrackingThreshold(t *testing.T) {
 	req := decodePod(t)
 	act := &activation{object: objectValue(req.Object.Object)}
@@ -101,8 +100,7 @@ func TestLinearTrackingThreshold(t *testing.T) {
 	if _, _, ok, _ := evalTracked(context.Background(), int64(p.linearFrom), act, p); !ok || p.linear == nil {
 		t.Errorf("at the threshold: no linear program")
 	}
-	p = compileBounded(t, `object.spec.containers.all(c, c.name != '')`)
-	p.linearFrom = -1
+	p = compileBounded(t, `object.spec.containers.all(c, c.name != '')`, LinearTrackingFrom(-1))
 	if _, _, ok, _ := evalTracked(context.Background(), 1<<40, act, p); !ok || p.linear != nil {
 		t.Errorf("never: planned a linear program")
 	}

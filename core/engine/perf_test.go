@@ -35,9 +35,8 @@ func perfEngine(tb testing.TB, fsys fs.FS, opts ...celeval.Option) *Engine {
 
 // warm reviews the Pod with e a few times before a benchmark times it: a
 // condition set plans its untracked programs at its second evaluation and
-// computes a bound once per size class, tens of milliseconds in all that a
-// benchmark's first iterations would otherwise charge to whatever part
-// first uses e.
+// computes a bound once per size class, one-off work that a benchmark's
+// first iterations would otherwise charge to whatever part first uses e.
 func warm(tb testing.TB, e *Engine) *Engine {
 	tb.Helper()
 	for range 3 {
