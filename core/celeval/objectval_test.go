@@ -337,7 +337,7 @@ var fuzzExprs = []string{
 	`dyn(object.?a.orValue([])) + dyn(object.?b.orValue([])) == dyn(object.?b.orValue([])) + dyn(object.?a.orValue([]))`,
 	`dyn(object.?b.orValue([])).all(x, x in (dyn(object.?a.orValue([])) + dyn(object.?b.orValue([]))))`,
 	`dyn(object.?a.orValue([])).map(x, type(x))`,
-	`dyn(object.?a.orValue([])).exists(x, type(x) == map && x.exists(k, k == "b"))`,
+	`dyn(object.?a.orValue([])).exists(x, type(x) == map && x.filter(k, k == "b").size() == 1)`,
 	`dyn(object.?a.orValue([])).all(i, x, i >= 0 && x != object)`,
 	`(dyn(object.?a.orValue([])) + dyn(object.?a.orValue([]))).transformList(i, x, type(x) == list ? i : -i)`,
 	`dyn(object.?a.orValue([])).size()`,
