@@ -156,7 +156,7 @@ func (p *boundedProgram) planWith(opt func() (cel.ProgramOption, error)) (prog c
 	if prog, err = p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), o); err != nil {
 		return nil
 	}
-	return prog
+	return planned(prog)
 }
 
 func (p *boundedProgram) untrackedProgram() cel.Program {

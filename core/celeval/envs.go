@@ -250,6 +250,7 @@ func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor,
 	if err != nil {
 		return fail("program instantiation failed: "+err.Error(), apiservercel.ErrorTypeInternal, nil)
 	}
+	prog = planned(prog)
 	if c.kind.bounded {
 		prog = &boundedProgram{Program: prog, env: env, expr: accessor.GetExpression(), linearFrom: c.kind.linearFrom, noBounds: c.kind.noBounds}
 	}

@@ -1,0 +1,61 @@
+package celeval
+
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/interpreter"
+)
+
+// planned drops what cel-go's program keeps only to plan it: a dispatcher
+// holding every function overload of its environment (a map of several
+// hundred entries, made for each program), and the interpreter that holds
+// it. Once planned, evaluation runs the planned steps alone, which hold the
+// overloads they call; the two fields are read nowhere after
+// (cel/program.go). They were half of a compiled policy's memory. The
+// fields are found by name and type; when cel-go changes them nothing is
+// dropped (TestPlannedProgramsDropDispatcher fails first).
+func planned(p cel.Program) cel.Program {
+	offsets, ok := plannerFields()
+	v := reflect.ValueOf(p)
+	if !ok || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem() != progType {
+		return p
+	}
+	base := v.UnsafePointer()
+	*(*interpreter.Dispatcher)(unsafe.Add(base, offsets[0])) = nil
+	*(*interpreter.Interpreter)(unsafe.Add(base, offsets[1])) = nil
+	return p
+}
+
+// progType is cel-go's program struct, the argument of its ProgramOption.
+var progType = func() reflect.Type {
+	t := reflect.TypeFor[cel.ProgramOption]()
+	if t.NumIn() != 1 || t.In(0).Kind() != reflect.Pointer {
+		return nil
+	}
+	return t.In(0).Elem()
+}()
+
+// plannerFields are the offsets of the program's dispatcher and interpreter.
+var plannerFields = sync.OnceValues(func() ([2]uintptr, bool) {
+	var offsets [2]uintptr
+	if progType == nil || progType.Kind() != reflect.Struct {
+		return offsets, false
+	}
+	for i, f := range []struct {
+		name string
+		typ  reflect.Type
+	}{
+		{"dispatcher", reflect.TypeFor[interpreter.Dispatcher]()},
+		{"interpreter", reflect.TypeFor[interpreter.Interpreter]()},
+	} {
+		sf, ok := progType.FieldByName(f.name)
+		if !ok || sf.Type != f.typ {
+			return offsets, false
+		}
+		offsets[i] = sf.Offset
+	}
+	return offsets, true
+})
