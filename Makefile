@@ -125,6 +125,7 @@ lint: ## gofmt and go vet
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -race ./...
 	$(GO) vet -race -tags admitfn_upstream ./test/perf/minimal
+	$(GO) vet -race -tags admitfn_handler ./test/perf/minimal
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -20,12 +20,14 @@ import (
 
 // The P4–P6 measures of docs/performance.md run the server binary as a
 // process, built as `make build` builds it, beside the minimal server
-// (./minimal) as the baseline, and the minimal server linked with the
+// (./minimal) as the baseline, the minimal server linked with the
 // upstream packages admitfn's core reuses (./minimal built with the tag
-// admitfn_upstream) as the floor those packages set.
+// admitfn_upstream) as the floor those packages set, and the minimal
+// server answering with admitfn's review handler (the tag admitfn_handler)
+// as the floor of a server built on that handler.
 
-// bins are the three binaries, built once per test binary.
-type bins struct{ server, minimal, upstream string }
+// bins are the four binaries, built once per test binary.
+type bins struct{ server, minimal, upstream, handler string }
 
 var (
 	buildOnce sync.Once
@@ -40,11 +42,12 @@ func binaries(tb testing.TB) bins {
 		if binDir, buildErr = os.MkdirTemp("", "admitfn-perf-"); buildErr != nil {
 			return
 		}
-		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream")}
+		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream"), handler: filepath.Join(binDir, "handler")}
 		for _, b := range []struct{ bin, pkg, tags string }{
 			{built.server, "../../functions/server", ""},
 			{built.minimal, "./minimal", ""},
 			{built.upstream, "./minimal", "admitfn_upstream"},
+			{built.handler, "./minimal", "admitfn_handler"},
 		} {
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+b.tags, "-o", b.bin, b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -132,29 +135,46 @@ func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
 // alternately; read x-minimal. The upstream floor runs with them: the
 // minimal server linked with the upstream packages admitfn's core reuses,
 // answering at once (upstream-x-minimal), which no server built on those
-// packages can beat.
+// packages can beat. So does the server with the 20 policies of Bundle20
+// alone, the 17 the Pod matches among them (first-review-x-minimal): the
+// most that compiling only what the first review needs could save.
 func BenchmarkP4ColdStart(b *testing.B) {
 	bin := binaries(b)
 	dir := bundle100(b)
+	first := b.TempDir()
+	b20, err := perf.Bundle20(perf.RepoRoot())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := perf.WriteDir(b20, first); err != nil {
+		b.Fatal(err)
+	}
 	body := perf.PodReview()
-	var admitfn, baseline, upstream time.Duration
+	var admitfn, baseline, upstream, firstOnly time.Duration
 	for b.Loop() {
 		baseline += coldStart(b, bin.minimal, dir, body)
 		upstream += coldStart(b, bin.upstream, dir, body)
 		admitfn += coldStart(b, bin.server, dir, body)
+		firstOnly += coldStart(b, bin.server, first, body)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(admitfn.Microseconds())/1000/n, "admitfn-ms")
 	b.ReportMetric(float64(baseline.Microseconds())/1000/n, "minimal-ms")
 	b.ReportMetric(float64(upstream.Microseconds())/1000/n, "upstream-ms")
+	b.ReportMetric(float64(firstOnly.Microseconds())/1000/n, "first-review-ms")
 	b.ReportMetric(float64(admitfn)/float64(baseline), "x-minimal")
 	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
+	b.ReportMetric(float64(firstOnly)/float64(baseline), "first-review-x-minimal")
 }
 
 // BenchmarkP5Throughput: reviews per second of the server on loopback, 8
 // keep-alive clients sending the golden reviews of the example bundle (the
 // soak's load), ÷ the minimal server answering the same requests; read
-// x-minimal.
+// x-minimal. The handler floor runs with them (handler-x-minimal): the
+// minimal server answering with admitfn's review handler and nothing the
+// server adds around it, which no server answering with admitfn's reviews
+// can beat. Each reports the CPU its process spent per request
+// (*-cpu-µs/req); the clients share the machine's CPUs.
 func BenchmarkP5Throughput(b *testing.B) {
 	bin := binaries(b)
 	root := perf.RepoRoot()
@@ -163,7 +183,12 @@ func BenchmarkP5Throughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := func(bin string) float64 {
+	type total struct {
+		rate float64
+		cpu  time.Duration
+		reqs int
+	}
+	run := func(bin string, t *total) {
 		rep, err := soak.Run(context.Background(), soak.Config{Server: bin, Policies: examples, Cases: cases, Clients: 8, Duration: 3 * time.Second, Window: time.Second})
 		if err != nil {
 			b.Fatal(err)
@@ -171,24 +196,37 @@ func BenchmarkP5Throughput(b *testing.B) {
 		if rep.Errors != 0 {
 			b.Fatalf("%s: %d errors: %v", filepath.Base(bin), rep.Errors, rep.FirstErrors)
 		}
-		return float64(rep.Requests) / rep.Elapsed.Seconds()
+		t.rate += float64(rep.Requests) / rep.Elapsed.Seconds()
+		t.cpu += rep.CPU
+		t.reqs += rep.Requests
 	}
-	var admitfn, baseline float64
+	var admitfn, baseline, handler total
 	for b.Loop() {
-		baseline += run(bin.minimal)
-		admitfn += run(bin.server)
+		run(bin.minimal, &baseline)
+		run(bin.handler, &handler)
+		run(bin.server, &admitfn)
 	}
 	n := float64(b.N)
-	b.ReportMetric(admitfn/n, "admitfn-req/s")
-	b.ReportMetric(baseline/n, "minimal-req/s")
-	b.ReportMetric(admitfn/baseline, "x-minimal")
+	for _, r := range []struct {
+		name string
+		t    total
+	}{{"admitfn", admitfn}, {"minimal", baseline}, {"handler", handler}} {
+		b.ReportMetric(r.t.rate/n, r.name+"-req/s")
+		b.ReportMetric(float64(r.t.cpu.Microseconds())/float64(max(r.t.reqs, 1)), r.name+"-cpu-µs/req")
+	}
+	b.ReportMetric(admitfn.rate/baseline.rate, "x-minimal")
+	b.ReportMetric(handler.rate/baseline.rate, "handler-x-minimal")
 }
 
 // BenchmarkP6Memory: the server's resident memory with the 100-policy
 // bundle loaded, after 10,000 reviews of the Pod from 4 keep-alive clients;
 // read rss-MiB. The upstream floor serves the same requests
 // (upstream-rss-MiB): the resident memory of a process linked with the
-// upstream packages admitfn's core reuses, before any policy.
+// upstream packages admitfn's core reuses, before any policy. So does the
+// handler floor (handler-rss-MiB): admitfn's review handler with the same
+// policies and nothing of the server, whose difference from rss-MiB is
+// what the server links and keeps around it (the object stores' clients,
+// metrics).
 func BenchmarkP6Memory(b *testing.B) {
 	bin := binaries(b)
 	dir := bundle100(b)
@@ -203,11 +241,13 @@ func BenchmarkP6Memory(b *testing.B) {
 		}
 		return rep.EndRSS
 	}
-	var rss, upstream int64
+	var rss, upstream, handler int64
 	for b.Loop() {
 		upstream += run(bin.upstream)
+		handler += run(bin.handler)
 		rss += run(bin.server)
 	}
 	b.ReportMetric(float64(rss)/float64(b.N)/(1<<20), "rss-MiB")
 	b.ReportMetric(float64(upstream)/float64(b.N)/(1<<20), "upstream-rss-MiB")
+	b.ReportMetric(float64(handler)/float64(b.N)/(1<<20), "handler-rss-MiB")
 }

@@ -83,6 +83,8 @@ type Report struct {
 	FirstRSS, LastRSS int64
 	// EndRSS is the server's resident memory when the load ended.
 	EndRSS int64
+	// CPU is the user and system time the server spent during the load.
+	CPU time.Duration
 }
 
 // Flat reports whether the server's resident memory in the last window
@@ -220,6 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	samplerDone := make(chan []int64)
 	go func() { samplerDone <- sampleRSS(loadCtx, srv.cmd.Process.Pid, cfg.Sample) }()
 
+	cpu0, _ := CPUTime(srv.cmd.Process.Pid)
 	start := time.Now()
 	var (
 		wg   sync.WaitGroup
@@ -254,6 +257,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	rep.Elapsed = time.Since(start)
 	rep.EndRSS, _ = RSS(srv.cmd.Process.Pid)
+	if cpu1, err := CPUTime(srv.cmd.Process.Pid); err == nil {
+		rep.CPU = cpu1 - cpu0
+	}
 	cancel()
 	rep.RSS = <-samplerDone
 	if err := srv.alive(); err != nil {

@@ -19,22 +19,33 @@ import (
 
 const answer = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}`
 
+// handler answers every request; built with -tags admitfn_handler it is
+// admitfn's own review handler (handler.go).
+var handler = func(policies string) (http.Handler, error) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}), nil
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	flag.String("policies", "", "ignored")
+	policies := flag.String("policies", "", "ignored, but by the handler floor (handler.go)")
 	flag.String("refresh-interval", "", "ignored")
 	flag.Parse()
+	h, err := handler(*policies)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "{\"message\":\"serving\",\"addr\":%q}\n", ln.Addr().String())
-	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, answer)
-	}))
+	err = http.Serve(ln, h)
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
 }
