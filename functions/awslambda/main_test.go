@@ -370,7 +370,7 @@ func TestInitErrors(t *testing.T) {
 		{"bad refresh interval", "ADMITFN_REFRESH_INTERVAL=soon", "Runtime.ConfigError", `refresh interval "soon": want a duration such as 30s, or 0 to turn refresh off`},
 		{"bad public key", "ADMITFN_BUNDLE_PUBLIC_KEY=abc", "Runtime.ConfigError", `configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key "abc": want a PEM PUBLIC KEY or 32 bytes in base64`},
 		{"short path token", "ADMITFN_TOKENS=abc", "Runtime.ConfigError", "ADMITFN_TOKENS: path token 1: want at least 22 characters"},
-		{"gcs on lambda", "ADMITFN_POLICIES=gs://b/p", "Runtime.ConfigError", "configuration error: gs://b/p: storage backend not built in: this binary was built with -tags admitfn_nogcs"},
+		{"gcs on lambda", "ADMITFN_POLICIES=gs://b/p", "Runtime.ConfigError", "configuration error: gs://b/p: storage backend not built in: this function reads s3:// and directories"},
 		{"unknown scheme", "ADMITFN_POLICIES=https://b/p", "Runtime.ConfigError", `configuration error: policy location "https://b/p": unsupported scheme "https"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -469,14 +469,14 @@ func TestDeploymentPackage(t *testing.T) {
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value
 	}
-	for k, want := range map[string]string{"-tags": "lambda.norpc,admitfn_nogcs", "CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": runtime.GOARCH} {
+	for k, want := range map[string]string{"-tags": "lambda.norpc", "CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": runtime.GOARCH} {
 		if settings[k] != want {
 			t.Errorf("build setting %s = %q, want %q", k, settings[k], want)
 		}
 	}
 	for _, d := range info.Deps {
 		if d.Path == "cloud.google.com/go/storage" {
-			t.Errorf("the bootstrap links %s: admitfn_nogcs should leave it out", d.Path)
+			t.Errorf("the bootstrap links %s: it reads S3 and directories only", d.Path)
 		}
 	}
 	if _, ok := settings["vcs.revision"]; ok {

@@ -25,6 +25,7 @@ import (
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/adapters/metrics/prommetrics"
 	"github.com/admitfn/admitfn/core/version"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
@@ -114,6 +115,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	c.bundle.S3PathStyle = storeOpts.S3PathStyle
+	c.bundle.Open = func(ctx context.Context, loc store.Location) (store.Bucket, error) {
+		return anystore.Open(ctx, loc, storeOpts, false)
+	}
 	c.bundle.InitTimeout = 10 * time.Second
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("-tls-cert and -tls-key go together")

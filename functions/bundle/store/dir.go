@@ -27,6 +27,24 @@ var _ Bucket = (*Dir)(nil)
 // NewDir returns the bucket of directory root.
 func NewDir(root string) *Dir { return &Dir{root: root, fsys: os.DirFS(root)} }
 
+// OpenDir returns the bucket of directory root, which must exist unless
+// create is set, when it is made (a push target).
+func OpenDir(root string, create bool) (*Dir, error) {
+	if create {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", root)
+	}
+	return NewDir(root), nil
+}
+
 func (d *Dir) Location() string { return d.root }
 
 func (d *Dir) path(key string) (string, error) {

@@ -9,8 +9,23 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 )
+
+// S3PathStyle reads ADMITFN_S3_PATH_STYLE, for S3-compatible servers that
+// need path-style requests.
+func S3PathStyle(getenv func(string) string) (bool, error) {
+	v := getenv("ADMITFN_S3_PATH_STYLE")
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
+	}
+	return on, nil
+}
 
 // Errors a Bucket returns, matched with errors.Is.
 var (
@@ -20,6 +35,8 @@ var (
 	ErrNotModified = errors.New("object not modified")
 	// ErrNoBucket: the location's bucket does not exist.
 	ErrNoBucket = errors.New("bucket does not exist")
+	// ErrNotBuiltIn: the binary has no backend for the location's scheme.
+	ErrNotBuiltIn = errors.New("storage backend not built in")
 )
 
 // Object describes one stored object.

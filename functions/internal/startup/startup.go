@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,6 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
-	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
 
@@ -54,6 +55,9 @@ type Config struct {
 	// wait for a check (the server).
 	Background  bool
 	S3PathStyle bool
+	// Open opens the bundle's location with the object stores the entry
+	// point is built with; nil opens directories only.
+	Open Opener
 	// ExactCost tracks the cost of every evaluation (celeval.ExactCost).
 	ExactCost bool
 	// InitTimeout bounds the first load from an object store; a directory
@@ -80,15 +84,35 @@ func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) 
 	if c.Interval, err = ParseInterval(getenv("ADMITFN_REFRESH_INTERVAL")); err != nil {
 		return c, err
 	}
-	opts, err := anystore.OptionsFromEnv(getenv)
-	if err != nil {
+	if c.S3PathStyle, err = store.S3PathStyle(getenv); err != nil {
 		return c, err
 	}
-	c.S3PathStyle = opts.S3PathStyle
 	if c.ExactCost, err = ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST")); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// Opener opens a bundle location.
+type Opener func(context.Context, store.Location) (store.Bucket, error)
+
+// OpenWith opens directories, and the locations of the schemes it is given
+// (s3, gs) with their backends; any other scheme is an error naming what
+// the entry point reads.
+func OpenWith(backends map[string]Opener) Opener {
+	return func(ctx context.Context, loc store.Location) (store.Bucket, error) {
+		if !loc.Remote() {
+			return store.OpenDir(loc.Bucket, false)
+		}
+		if open, ok := backends[loc.Scheme]; ok {
+			return open(ctx, loc)
+		}
+		reads := "directories only"
+		if len(backends) > 0 {
+			reads = strings.Join(slices.Sorted(maps.Keys(backends)), ":// and ") + ":// and directories"
+		}
+		return nil, fmt.Errorf("%s: %w: this function reads %s", loc, store.ErrNotBuiltIn, reads)
+	}
 }
 
 // ParseBool reads a true/false variable; "" is false.
@@ -146,7 +170,11 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	if err != nil {
 		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY: %w", ErrConfig, err)
 	}
-	bucket, err := anystore.Open(ctx, loc, anystore.Options{S3PathStyle: c.S3PathStyle}, false)
+	open := c.Open
+	if open == nil {
+		open = OpenWith(nil)
+	}
+	bucket, err := open(ctx, loc)
 	if err != nil {
 		if !loc.Remote() {
 			return nil, fmt.Errorf("load %s: %w", c.Policies, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/core/mutate"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/test/syncbuf"
 )
@@ -165,10 +166,41 @@ func TestStartErrors(t *testing.T) {
 		{Config{Policies: "ftp://x"}, true, `configuration error: policy location "ftp://x": unsupported scheme "ftp"`},
 		{Config{Policies: "../../../policies/examples", PublicKey: "-----BEGIN"}, true, "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key: text outside PEM blocks"},
 		{Config{Policies: "../../../policies/examples", Fallback: bad}, true, "configuration error: fallback bundle " + bad + ": 1 error(s) in policy bundle:"},
+		{Config{Policies: "gs://b/p"}, true, "configuration error: gs://b/p: storage backend not built in: this function reads directories only"},
 	} {
 		_, err := Start(context.Background(), tc.cfg, zerolog.Nop())
 		if err == nil || errors.Is(err, ErrConfig) != tc.config || !strings.HasPrefix(err.Error(), tc.msg) {
 			t.Errorf("%+v: %v (config error %v), want %q", tc.cfg, err, tc.config, tc.msg)
 		}
+	}
+}
+
+// OpenWith opens directories, its backends' schemes through them, and
+// refuses the rest, naming what it reads.
+func TestOpenWith(t *testing.T) {
+	var opened []store.Location
+	open := OpenWith(map[string]Opener{"s3": func(_ context.Context, loc store.Location) (store.Bucket, error) {
+		opened = append(opened, loc)
+		return store.NewDir(t.TempDir()), nil
+	}})
+	ctx := context.Background()
+	dir := t.TempDir()
+	if b, err := open(ctx, store.Location{Bucket: dir}); err != nil || b.Location() != dir {
+		t.Fatalf("directory: %v %v", b, err)
+	}
+	if _, err := open(ctx, store.Location{Bucket: filepath.Join(dir, "missing")}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing directory: %v", err)
+	}
+	s3 := store.Location{Scheme: "s3", Bucket: "b", Prefix: "p"}
+	if _, err := open(ctx, s3); err != nil || len(opened) != 1 || opened[0] != s3 {
+		t.Errorf("s3: %v, opened %v", err, opened)
+	}
+	_, err := open(ctx, store.Location{Scheme: "gs", Bucket: "b", Prefix: "p"})
+	if !errors.Is(err, store.ErrNotBuiltIn) || err.Error() != "gs://b/p: storage backend not built in: this function reads s3:// and directories" {
+		t.Errorf("gs: %v", err)
+	}
+	two := OpenWith(map[string]Opener{"s3": nil, "gs": nil})
+	if _, err := two(ctx, store.Location{Scheme: "az", Bucket: "b"}); err == nil || !strings.HasSuffix(err.Error(), "this function reads gs:// and s3:// and directories") {
+		t.Errorf("two backends: %v", err)
 	}
 }

@@ -161,7 +161,10 @@ func TestSourceLayout(t *testing.T) {
 		}
 	}
 	for name := range names {
-		if strings.HasPrefix(name, "e2e/") || strings.HasPrefix(name, "functions/awslambda/") || strings.HasPrefix(name, "cmd/") {
+		// The function reads GCS and directories: no S3 client, nor the
+		// package that opens every store.
+		if strings.HasPrefix(name, "e2e/") || strings.HasPrefix(name, "functions/awslambda/") || strings.HasPrefix(name, "cmd/") ||
+			strings.HasPrefix(name, "vendor/github.com/aws/") || strings.HasPrefix(name, "functions/bundle/store/s3store/") || strings.HasPrefix(name, "functions/bundle/store/anystore/") {
 			t.Errorf("the source zip carries %s, which the function does not use", name)
 		}
 	}
@@ -399,5 +402,23 @@ func TestBadBundleKeepsTheInstanceFromStarting(t *testing.T) {
 	var m map[string]any
 	if json.Unmarshal(lines[len(lines)-1], &m) != nil || m["severity"] != "CRITICAL" || !strings.HasPrefix(fmt.Sprint(m["message"]), "admitfn cannot start: load "+bad) {
 		t.Errorf("output: %s", out)
+	}
+}
+
+// The function reads GCS and directories: an S3 location stops it with a
+// reason, not a load that never succeeds.
+func TestS3LocationRefused(t *testing.T) {
+	cmd := exec.Command(fnBin)
+	cmd.Dir = srcDir
+	cmd.Env = []string{"PORT=" + freePort(t), "FUNCTION_TARGET=Admitfn", "ADMITFN_POLICIES=s3://b/p"}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v: %s", err, out)
+	}
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	var m map[string]any
+	want := "admitfn cannot start: configuration error: s3://b/p: storage backend not built in: this function reads gs:// and directories"
+	if json.Unmarshal(lines[len(lines)-1], &m) != nil || m["severity"] != "CRITICAL" || m["message"] != want {
+		t.Errorf("output: %s\nwant the last line's message %q", out, want)
 	}
 }

@@ -21,11 +21,11 @@ import (
 const Package = "github.com/admitfn/admitfn/functions/awslambda"
 
 // Flags are the go build flags of a bootstrap: no RPC mode (provided
-// runtimes use the Runtime API only), no GCS client (a Lambda reads its
-// bundle from S3 or its package; the client would add megabytes), no paths, VCS
-// stamps or build ids that would make two builds of one source differ, no
-// symbol tables.
-var Flags = []string{"-tags", "lambda.norpc,admitfn_nogcs", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}
+// runtimes use the Runtime API only), no paths, VCS stamps or build ids
+// that would make two builds of one source differ, no symbol tables. (The
+// bootstrap links no GCS client: it reads its bundle from S3 or its
+// package.)
+var Flags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}
 
 // Build compiles pkg for linux/goarch with Flags into binary.
 func Build(ctx context.Context, pkg, goarch, binary string) error {
