@@ -137,8 +137,8 @@ func TestEvaluationFloor(t *testing.T) {
 // engines are warmed first (see warm). Read p2-floor,
 // evaluation floor ÷ upstream's evaluation, beside what admitfn reads in the
 // same loop (p2-admitfn), and p8, the evaluation floor ÷ the floor with
-// exact cost. P1's floor is a sub-benchmark of BenchmarkP1Review, measured
-// as P1 is, collector included.
+// exact cost. P1's floor is measured in BenchmarkP1Review, as P1 is,
+// collector included.
 func BenchmarkFloors(b *testing.B) {
 	e := warm(b, bundle20(b))
 	body := perf.PodReview()

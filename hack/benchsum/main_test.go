@@ -15,15 +15,9 @@ const output = `goos: linux
 goarch: amd64
 pkg: github.com/admitfn/admitfn/core/engine
 cpu: AMD EPYC
-BenchmarkP1Review/admitfn-2         	    1909	    600000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
-BenchmarkP1Review/floor-2           	    8126	    150000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
-BenchmarkP1Review/admitfn-2         	    1909	    200000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
-BenchmarkP1Review/floor-2           	    8126	    100000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
-BenchmarkP1Review/admitfn-2         	    1909	    280000 ns/op	  13.45 MB/s	  315031 B/op	    4967 allocs/op
-BenchmarkP1Review/floor-2           	    8126	    140000 ns/op	  57.33 MB/s	   66191 B/op	    1166 allocs/op
-BenchmarkP1Review/evaluation-floor-2	    2400	    160000 ns/op	  16.37 MB/s	  170814 B/op	    2885 allocs/op
-BenchmarkP1Review/evaluation-floor-2	    2400	    150000 ns/op	  16.37 MB/s	  170814 B/op	    2885 allocs/op
-BenchmarkP1Review/evaluation-floor-2	    2400	    900000 ns/op	  16.37 MB/s	  170814 B/op	    2885 allocs/op
+BenchmarkP1Review-2         	    1909	    600000 ns/op	       300.0 admitfn-µs	       150.0 floor-µs	       171.0 evaluation-floor-µs	         3.000 x-floor	         1.140 evaluation-x-floor	  315031 B/op	    4967 allocs/op
+BenchmarkP1Review-2         	    1909	    400000 ns/op	       200.0 admitfn-µs	       100.0 floor-µs	       114.0 evaluation-floor-µs	         2.000 x-floor	         1.140 evaluation-x-floor	  315031 B/op	    4967 allocs/op
+BenchmarkP1Review-2         	    1909	    500000 ns/op	       280.0 admitfn-µs	       140.0 floor-µs	       900.0 evaluation-floor-µs	         2.000 x-floor	         6.400 evaluation-x-floor	  315031 B/op	    4967 allocs/op
 BenchmarkP2Evaluate/admitfn-2       	    2440	    100000 ns/op	  248558 B/op	    3798 allocs/op
 BenchmarkFloors-2   	      10	 100396092 ns/op	       830.5 admitfn-µs	       701.8 floor-µs	           0.6141 p2-admitfn	         0.18 p2-floor	         0.62 p8	      1352 upstream-µs	29839876 B/op	  566761 allocs/op
 BenchmarkP2Evaluate/upstream-2      	    1190	    500000 ns/op	  560170 B/op	    7972 allocs/op
@@ -47,13 +41,13 @@ func TestSummary(t *testing.T) {
 	}
 	lines, complete := summarize(r)
 	want := []string{
-		"floor P1 1.14 target <=1.26 reachable", // P1's and P2's targets: 1.1 × their floors; 160000 / 140000
+		"floor P1 1.14 target <=1.25 reachable", // P1's and P2's targets: 1.1 × their floors; medians
 		"floor P2 0.18 target <=0.198 reachable",
 		"floor P4 3.67 target <=8 reachable",
 		"floor P5 0.4 target >=0.5 unreachable", // at least the target, for a throughput
 		"floor P6 n/a target <=64 unmeasured",
 		"floor P7 5.2 target <=4 unreachable",
-		"P1 2 target <=1.26 FAIL", // medians: 280000 / 140000
+		"P1 2 target <=1.25 FAIL",
 		"P2 0.2 target <=0.198 FAIL",
 		"P3 1.1 target <=1.2 PASS",
 		"P4 103 target <=8 FAIL",
@@ -75,7 +69,7 @@ func TestSummary(t *testing.T) {
 
 // A target relative to a floor the run did not measure cannot be met.
 func TestTargetOfAMissingFloor(t *testing.T) {
-	r, err := parse(strings.NewReader("BenchmarkP1Review/admitfn-2 10 300 ns/op\nBenchmarkP1Review/floor-2 10 100 ns/op\n"))
+	r, err := parse(strings.NewReader("BenchmarkP1Review-2 10 300 ns/op 3 x-floor\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
