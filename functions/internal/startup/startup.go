@@ -30,20 +30,6 @@ import (
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
 
-// EnvHelp documents the variables Config reads, for each entry point's
-// usage text.
-const EnvHelp = `	ADMITFN_POLICIES           the bundle: a directory, s3://bucket/prefix or gs://bucket/prefix
-	ADMITFN_FALLBACK_POLICIES  a directory served while the bundle cannot be loaded (optional)
-	ADMITFN_BUNDLE_PUBLIC_KEY  ed25519 public keys (PEM, or base64 separated by commas): only
-	                           bundles whose manifest one of them signed load
-	ADMITFN_REFRESH_INTERVAL   how often to check for a new bundle (default 30s, plus up to
-	                           a fifth of jitter; 0 turns refresh off)
-	ADMITFN_S3_PATH_STYLE      true for S3-compatible servers that need path-style requests
-	                           (with the AWS SDK's AWS_ENDPOINT_URL_S3 and AWS_REGION)
-	ADMITFN_EXACT_COST         true to track the cost of every CEL evaluation, as kube-apiserver
-	                           does, instead of only where a bound cannot prove the limits safe
-	STORAGE_EMULATOR_HOST      a GCS emulator, read by the Google Cloud client library`
-
 // Config is where the bundle comes from and how it is checked.
 type Config struct {
 	Policies  string
