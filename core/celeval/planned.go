@@ -14,8 +14,9 @@ import (
 // hundred entries, made for each program), and the interpreter that holds
 // it. Once planned, evaluation runs the planned steps alone, which hold the
 // overloads they call; the two fields are read nowhere after
-// (cel/program.go). They were half of a compiled policy's memory. The
-// fields are found by name and type; when cel-go changes them nothing is
+// (cel/program.go). The maps were the largest part of what a bundle's
+// compiled policies keep (docs/performance.md). The fields are found by
+// name and type; when cel-go changes them nothing is
 // dropped (TestPlannedProgramsDropDispatcher fails first).
 func planned(p cel.Program) cel.Program {
 	offsets, ok := plannerFields()
