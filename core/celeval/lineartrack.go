@@ -600,11 +600,10 @@ func observeLinearly(cfg *linearConfig) interpreter.InterpretableDecoratorV2 {
 // reproduce cel-go's tracking for (exhaustive or partial evaluation) fails
 // to plan and stays with cel-go's.
 var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
-	optType := reflect.TypeFor[cel.ProgramOption]()
-	if optType.NumIn() != 1 || optType.In(0).Kind() != reflect.Pointer || optType.In(0).Elem().Kind() != reflect.Struct {
+	if progType == nil {
 		return nil, errors.New("cel.ProgramOption is not a function of a struct pointer")
 	}
-	prog := optType.In(0).Elem()
+	prog := progType
 	fields := map[string]reflect.Type{
 		"evalOpts":                reflect.TypeFor[cel.EvalOption](),
 		"costLimit":               reflect.TypeFor[*uint64](),
@@ -630,7 +629,7 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 	if !hasField(tracker, "overloadTrackers", reflect.TypeFor[map[string]interpreter.FunctionTracker]()) {
 		return nil, errors.New("cel-go's cost tracker has no overloadTrackers")
 	}
-	fn := reflect.MakeFunc(optType, func(args []reflect.Value) []reflect.Value {
+	fn := reflect.MakeFunc(optionType, func(args []reflect.Value) []reflect.Value {
 		p := args[0]
 		base := p.UnsafePointer()
 		at := func(name string) unsafe.Pointer { return unsafe.Add(base, offsets[name]) }
@@ -678,7 +677,7 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 		*planner = append(*planner, interpreter.CustomDecoratorV2(observeLinearly(cfg)))
 		*opts &^= cel.OptTrackCost | cel.OptOptimize
 		*regexes = nil
-		return []reflect.Value{p, reflect.Zero(optType.Out(1))}
+		return []reflect.Value{p, reflect.Zero(optionType.Out(1))}
 	})
 	return fn.Interface().(cel.ProgramOption), nil
 })

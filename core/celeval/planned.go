@@ -30,19 +30,10 @@ func planned(p cel.Program) cel.Program {
 	return p
 }
 
-// progType is cel-go's program struct, the argument of its ProgramOption.
-var progType = func() reflect.Type {
-	t := reflect.TypeFor[cel.ProgramOption]()
-	if t.NumIn() != 1 || t.In(0).Kind() != reflect.Pointer {
-		return nil
-	}
-	return t.In(0).Elem()
-}()
-
 // plannerFields are the offsets of the program's dispatcher and interpreter.
 var plannerFields = sync.OnceValues(func() ([2]uintptr, bool) {
 	var offsets [2]uintptr
-	if progType == nil || progType.Kind() != reflect.Struct {
+	if progType == nil {
 		return offsets, false
 	}
 	for i, f := range []struct {

@@ -9,6 +9,20 @@ import (
 	"github.com/google/cel-go/cel"
 )
 
+// optionType is cel.ProgramOption. progType is cel-go's program struct, the
+// option's argument, whose unexported fields the options here and planned
+// set; nil when cel-go changes the option's shape, and then every program
+// stays as cel-go plans it.
+var (
+	optionType = reflect.TypeFor[cel.ProgramOption]()
+	progType   = func() reflect.Type {
+		if optionType.NumIn() != 1 || optionType.In(0).Kind() != reflect.Pointer || optionType.In(0).Elem().Kind() != reflect.Struct {
+			return nil
+		}
+		return optionType.In(0).Elem()
+	}()
+)
+
 // untrackedOption plans a program without cel-go's cost observer in an
 // environment that asks for one. Kubernetes' base environment gives every
 // program cel.EvalOptions(cel.OptTrackCost) and cel.CostLimit, and cel-go
@@ -22,11 +36,10 @@ import (
 // program is not built, and every evaluation stays tracked
 // (TestUntrackedProgram fails first).
 var untrackedOption = sync.OnceValues(func() (cel.ProgramOption, error) {
-	optType := reflect.TypeFor[cel.ProgramOption]()
-	if optType.NumIn() != 1 || optType.In(0).Kind() != reflect.Pointer || optType.In(0).Elem().Kind() != reflect.Struct {
+	if progType == nil {
 		return nil, errors.New("cel.ProgramOption is not a function of a struct pointer")
 	}
-	prog := optType.In(0).Elem()
+	prog := progType
 	evalOpts, ok := prog.FieldByName("evalOpts")
 	if !ok || evalOpts.Type != reflect.TypeFor[cel.EvalOption]() {
 		return nil, errors.New("cel-go's program has no evalOpts field of type cel.EvalOption")
@@ -35,13 +48,13 @@ var untrackedOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 	if !ok || costLimit.Type != reflect.TypeFor[*uint64]() {
 		return nil, errors.New("cel-go's program has no costLimit field of type *uint64")
 	}
-	fn := reflect.MakeFunc(optType, func(args []reflect.Value) []reflect.Value {
+	fn := reflect.MakeFunc(optionType, func(args []reflect.Value) []reflect.Value {
 		p := args[0]
 		base := p.UnsafePointer()
 		opts := (*cel.EvalOption)(unsafe.Add(base, evalOpts.Offset))
 		*opts &^= cel.OptTrackCost
 		*(**uint64)(unsafe.Add(base, costLimit.Offset)) = nil
-		return []reflect.Value{p, reflect.Zero(optType.Out(1))}
+		return []reflect.Value{p, reflect.Zero(optionType.Out(1))}
 	})
 	return fn.Interface().(cel.ProgramOption), nil
 })
