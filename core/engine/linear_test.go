@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
@@ -86,21 +85,18 @@ func BenchmarkL1Linear(b *testing.B) {
 // run moves both alike. It reports each one's time and their ratio, x-10k.
 func benchWide(b *testing.B, e *Engine, allowed bool) {
 	sizes := []int{10000, 40000}
-	reqs := make([]*review.Request, len(sizes))
+	parts := make([]func() error, len(sizes))
 	for i, n := range sizes {
-		reqs[i] = wideReview(b, n)
-	}
-	took := make([]time.Duration, len(sizes))
-	for b.Loop() {
-		for i, req := range reqs {
-			began := time.Now()
+		req := wideReview(b, n)
+		parts[i] = func() error {
 			res, err := e.Review(context.Background(), policy.Route{Type: policy.Validating}, req)
-			took[i] += time.Since(began)
-			if err != nil || res.Response.Allowed != allowed {
-				b.Fatalf("%d containers: %v %+v", sizes[i], err, res)
+			if err == nil && res.Response.Allowed != allowed {
+				err = fmt.Errorf("%d containers: %+v", n, res)
 			}
+			return err
 		}
 	}
+	took := inTurn(b, parts...)
 	for i, n := range sizes {
 		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), fmt.Sprintf("%dk-ms", n/1000))
 	}
