@@ -14,7 +14,8 @@ import (
 )
 
 // S3PathStyle reads ADMITFN_S3_PATH_STYLE, for S3-compatible servers that
-// need path-style requests.
+// need path-style requests. It is here, not in s3store, so that every entry
+// point reads the setting alike without linking the S3 SDK.
 func S3PathStyle(getenv func(string) string) (bool, error) {
 	v := getenv("ADMITFN_S3_PATH_STYLE")
 	if v == "" {
