@@ -47,6 +47,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// inState counts l's open connections in state s.
+func inState(l *connLimit, s http.ConnState) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for c := range l.open {
+		if c.state == s {
+			n++
+		}
+	}
+	return n
+}
+
 // Connections beyond the cap close the longest-waiting idle or silent one:
 // held connections (4,086 of them starved a review) cannot keep a review
 // out, and the server never holds more than the cap.
@@ -74,6 +87,8 @@ func TestConnectionCap(t *testing.T) {
 	addr := tcp.Addr().String()
 
 	held(t, addr, max, true)
+	// The server marks a connection idle after its client has the answer.
+	eventually(t, "idle connections", func() bool { return inState(ln, http.StateIdle) == max })
 	silent := held(t, addr, 2*max, false)
 	eventually(t, "evictions", func() bool { return ln.evicted.Load() == 2*max })
 	if n := ln.Open(); n != max {
@@ -86,31 +101,29 @@ func TestConnectionCap(t *testing.T) {
 			t.Fatalf("silent connection %d: %v, want closed", i, err)
 		}
 	}
-	resp, err := http.Get("http://" + addr + "/")
+	once := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := once.Get("http://" + addr + "/")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("a request at the cap: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// Its connection closes, so the oldest silent ones are what the busy
+	// ones below evict (an idle one could turn idle after a busy one is
+	// accepted, and the busy one, not yet read, would be the older).
+	eventually(t, "the request's connection closed", func() bool { return ln.Open() == max-1 })
 
-	// When every connection is busy, a new one is refused, not queued.
+	// When every connection is busy, a new one is refused, not queued. Each
+	// busy request has its own connection: a pooling client could dial one
+	// it then leaves unused (new, so evictable) while a pooled one serves.
 	for range max {
-		go func() {
-			if r, err := http.Get("http://" + addr + "/busy"); err == nil {
-				r.Body.Close()
-			}
-		}()
-	}
-	eventually(t, "busy connections", func() bool {
-		ln.mu.Lock()
-		defer ln.mu.Unlock()
-		busy := 0
-		for c := range ln.open {
-			if c.state == http.StateActive {
-				busy++
-			}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return busy == max
-	})
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	eventually(t, "busy connections", func() bool { return inState(ln, http.StateActive) == max })
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
