@@ -271,12 +271,30 @@ func TestNoBundleIsServiceUnavailable(t *testing.T) {
 	}
 }
 
-// The example bundle through the handler, compared with golden responses.
+// The example bundle through the handler, compared with golden responses,
+// compiled whole (engine.New) and on use (engine.NewDeferred): a fresh
+// deferred engine compiles each policy on the first review that needs it.
 func TestGoldenReviews(t *testing.T) {
-	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
+	_, bundle, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
 	if err != nil {
 		t.Fatal(err)
 	}
+	for name, build := range map[string]func(*policy.Set, *celeval.Compiler) (*engine.Engine, error){"New": engine.New, "NewDeferred": engine.NewDeferred} {
+		eng, err := build(bundle, celeval.NewCompiler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := eng.Uncompiled()
+		t.Run(name, func(t *testing.T) { goldenReviews(t, eng) })
+		after := eng.Uncompiled()
+		if all := len(bundle.Policies) + len(bundle.MutatingPolicies); name == "New" && (before != 0 || after != 0) ||
+			name == "NewDeferred" && (before != all || after >= before) {
+			t.Errorf("%s: %d policies uncompiled before the reviews, %d after, of %d", name, before, after, all)
+		}
+	}
+}
+
+func goldenReviews(t *testing.T, eng *engine.Engine) {
 	routeOf := func(binding string) string {
 		for _, g := range eng.Groups() {
 			for _, pb := range g.Bindings {

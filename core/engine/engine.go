@@ -65,6 +65,8 @@ type Engine struct {
 	order      []*policy.Group
 	dispatcher *validate.Dispatcher
 	mutator    *mutate.Dispatcher
+	// deferred holds what NewDeferred left to compile; nil from New.
+	deferred *pending
 }
 
 type route struct {
@@ -100,6 +102,21 @@ func Load(fsys fs.FS, dir string, c *celeval.Compiler) (*Engine, *policy.Set, er
 // as a whole: the error is a policy.Errors listing every problem as
 // "<file>: policy <name>: <field>: <CEL error>".
 func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
+	return build(b, c, false)
+}
+
+// NewDeferred builds b's engine without compiling its policies: each
+// compiles when a review first needs it (that review waits for it alone),
+// or in CompileAll, whichever comes first. It is for bundles already known
+// to compile (admitfn push compiled them with the same versions): a policy
+// that does not compile is not reported here, and fails as kube-apiserver
+// fails a stored policy whose expressions no longer compile, by its
+// failurePolicy. Other errors (params) are reported as by New.
+func NewDeferred(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
+	return build(b, c, true)
+}
+
+func build(b *policy.Set, c *celeval.Compiler, deferred bool) (*Engine, error) {
 	var errs policy.Errors
 	// ApplyConfiguration mutations need client-go's schema of the built-in
 	// kinds, whose parse takes longer than compiling most bundles:
@@ -109,13 +126,43 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 	if slices.ContainsFunc(b.MutatingPolicies, mutate.NeedsSchema) {
 		go mutate.Warm()
 	}
-	validators, verrs := compileAll(b, "ValidatingAdmissionPolicy", b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*celeval.ExpressionError) {
+	compileValidator := func(p *admissionregistrationv1.ValidatingAdmissionPolicy) (validating.Validator, []*celeval.ExpressionError) {
 		return validate.Compile(c, p)
-	})
-	mutators, merrs := compileAll(b, "MutatingAdmissionPolicy", b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*celeval.ExpressionError) {
+	}
+	compileMutator := func(p *admissionregistrationv1.MutatingAdmissionPolicy) (mutating.PolicyEvaluator, []*celeval.ExpressionError) {
 		return mutate.Compile(c, p)
-	})
-	errs = append(append(errs, verrs...), merrs...)
+	}
+	e := &Engine{
+		bundle:     b,
+		routes:     map[policy.Route]*route{},
+		order:      append(b.Groups(), b.MutatingGroups()...),
+		dispatcher: validate.NewDispatcher(),
+		mutator:    mutate.NewDispatcher(),
+	}
+	var (
+		validators map[string]validating.Validator
+		mutators   map[string]mutating.PolicyEvaluator
+	)
+	if deferred {
+		validators = map[string]validating.Validator{}
+		mutators = map[string]mutating.PolicyEvaluator{}
+		e.deferred = &pending{mutators: map[string]*onUse[mutating.PolicyEvaluator]{}}
+		for _, p := range b.Policies {
+			v := &lazyValidator{onUse: newOnUse(&e.deferred.left, b, "ValidatingAdmissionPolicy", p, compileValidator)}
+			validators[p.Name] = v
+			e.deferred.all = append(e.deferred.all, v.compile)
+		}
+		for _, p := range b.MutatingPolicies {
+			m := newOnUse(&e.deferred.left, b, "MutatingAdmissionPolicy", p, compileMutator)
+			e.deferred.mutators[p.Name] = m
+			e.deferred.all = append(e.deferred.all, m.compile)
+		}
+	} else {
+		var verrs, merrs policy.Errors
+		validators, verrs = compileAll(b, "ValidatingAdmissionPolicy", b.Policies, compileValidator)
+		mutators, merrs = compileAll(b, "MutatingAdmissionPolicy", b.MutatingPolicies, compileMutator)
+		errs = append(append(errs, verrs...), merrs...)
+	}
 	stores, storeErrs := paramStores(b)
 	errs = append(errs, storeErrs...)
 	if len(errs) > 0 {
@@ -128,13 +175,6 @@ func New(b *policy.Set, c *celeval.Compiler) (*Engine, error) {
 		return stores[schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)]
 	}
 
-	e := &Engine{
-		bundle:     b,
-		routes:     map[policy.Route]*route{},
-		order:      append(b.Groups(), b.MutatingGroups()...),
-		dispatcher: validate.NewDispatcher(),
-		mutator:    mutate.NewDispatcher(),
-	}
 	for _, g := range e.order {
 		r := &route{group: g}
 		// Hooks follow bundle order: mutating policies apply in it.
@@ -233,6 +273,9 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	if len(hooks) == 0 {
 		// No policy of the route can match: nothing to encode or compare.
 		return &Result{Response: resp}, nil
+	}
+	if e.deferred != nil {
+		hooks = e.deferred.compiled(hooks)
 	}
 	// A copy of the object as received, in JSON's types: the dispatcher
 	// may write the final object into the one it was given.
