@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/internal/parallel"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 )
@@ -23,10 +24,14 @@ import (
 // pending is what NewDeferred left to compile.
 type pending struct {
 	// all compiles each policy, in bundle order, and returns its errors.
-	all []func() policy.Errors
+	all        []func() policy.Errors
+	validators map[string]*onUse[validating.Validator]
 	// mutators are filled into a route's hooks before each dispatch:
 	// upstream's dispatcher reads an evaluator's fields, not methods.
 	mutators map[string]*onUse[mutating.PolicyEvaluator]
+	// firstReview is closed when the first review ends.
+	firstReview     chan struct{}
+	firstReviewOnce sync.Once
 	// left counts the policies not compiled yet.
 	left atomic.Int64
 }
@@ -34,6 +39,7 @@ type pending struct {
 // onUse compiles one policy the first time its evaluator is asked for.
 type onUse[E any] struct {
 	once    sync.Once
+	done    atomic.Bool
 	compile func() policy.Errors
 	e       E
 	errs    policy.Errors
@@ -51,6 +57,7 @@ func newOnUse[P metav1.Object, E any](left *atomic.Int64, b *policy.Set, kind st
 				u.errs = append(u.errs, fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error()))
 			}
 			left.Add(-1)
+			u.done.Store(true)
 		})
 		return u.errs
 	}
@@ -61,6 +68,43 @@ func (u *onUse[E]) get() E {
 	u.compile()
 	return u.e
 }
+
+// prepare compiles, on every CPU, the named policies not compiled yet: a
+// review's candidates, which it would otherwise compile one after another.
+func prepare[E, H any](p *pending, policies map[string]*onUse[E], hooks []H, name func(H) string) {
+	if p.left.Load() == 0 {
+		return
+	}
+	var todo []func() policy.Errors
+	for _, h := range hooks {
+		if u := policies[name(h)]; !u.done.Load() {
+			todo = append(todo, u.compile)
+		}
+	}
+	if len(todo) > 1 {
+		parallel.Map(todo, func(compile func() policy.Errors) policy.Errors { return compile() })
+	}
+}
+
+func (p *pending) reviewed() {
+	p.firstReviewOnce.Do(func() { close(p.firstReview) })
+}
+
+// Reviewed is closed once a review has ended: what a background
+// CompileAll can wait for, so as not to slow a cold start's first review.
+// Already closed for an engine from New.
+func (e *Engine) Reviewed() <-chan struct{} {
+	if e.deferred == nil {
+		return closed
+	}
+	return e.deferred.firstReview
+}
+
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // compiled is hooks with their policies' evaluators, compiled now if need be.
 func (p *pending) compiled(hooks []mutate.Hook) []mutate.Hook {

@@ -146,10 +146,15 @@ func build(b *policy.Set, c *celeval.Compiler, deferred bool) (*Engine, error) {
 	if deferred {
 		validators = map[string]validating.Validator{}
 		mutators = map[string]mutating.PolicyEvaluator{}
-		e.deferred = &pending{mutators: map[string]*onUse[mutating.PolicyEvaluator]{}}
+		e.deferred = &pending{
+			validators:  map[string]*onUse[validating.Validator]{},
+			mutators:    map[string]*onUse[mutating.PolicyEvaluator]{},
+			firstReview: make(chan struct{}),
+		}
 		for _, p := range b.Policies {
 			v := &lazyValidator{onUse: newOnUse(&e.deferred.left, b, "ValidatingAdmissionPolicy", p, compileValidator)}
 			validators[p.Name] = v
+			e.deferred.validators[p.Name] = v.onUse
 			e.deferred.all = append(e.deferred.all, v.compile)
 		}
 		for _, p := range b.MutatingPolicies {
@@ -227,11 +232,18 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 	if !ok {
 		return nil, fmt.Errorf("%w %q: the webhook configuration does not match the bundle (%s); render it again", ErrUnknownRoute, rt.Path(), e.bundle.ID)
 	}
+	if e.deferred != nil {
+		defer e.deferred.reviewed()
+	}
 	if rt.Type == policy.Mutating {
 		return e.mutate(ctx, r, req)
 	}
 	attrs := celeval.NewAttributes(req)
-	res, err := e.dispatcher.Dispatch(ctx, attrs, r.validating.candidates(attrs))
+	hooks := r.validating.candidates(attrs)
+	if e.deferred != nil {
+		prepare(e.deferred, e.deferred.validators, hooks, func(h validate.Hook) string { return h.Policy.Name })
+	}
+	res, err := e.dispatcher.Dispatch(ctx, attrs, hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +287,7 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 		return &Result{Response: resp}, nil
 	}
 	if e.deferred != nil {
+		prepare(e.deferred, e.deferred.mutators, hooks, func(h mutate.Hook) string { return h.Policy.Name })
 		hooks = e.deferred.compiled(hooks)
 	}
 	// A copy of the object as received, in JSON's types: the dispatcher
