@@ -111,6 +111,9 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		if _, _, sources, err = c.loadBundle(policies); err != nil {
 			return err
 		}
+		// It compiled: functions of this build may compile it on use.
+		tc := bundle.ThisToolchain()
+		opts.CompiledBy = &tc
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

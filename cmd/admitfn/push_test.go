@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -79,6 +80,10 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	if snap.BundleID != id || len(snap.Sources) != 12 || !snap.Manifested {
 		t.Errorf("fetched %s with %d files", snap.BundleID, len(snap.Sources))
 	}
+	// push compiled the bundle, and says with what.
+	if snap.CompiledBy == nil || *snap.CompiledBy != bundle.ThisToolchain() {
+		t.Errorf("manifest compiledBy %+v, want %+v", snap.CompiledBy, bundle.ThisToolchain())
+	}
 	if d := time.Until(snap.Expires); d < 239*time.Hour || d > 240*time.Hour {
 		t.Errorf("manifest expires in %v, want 240h", d)
 	}
@@ -127,7 +132,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	}
 	want := fmt.Sprintf("re-signed bundle %s at %s: manifest prod/.admitfn/manifest.json, signed by key %s, serial %d, expires %s\n",
 		id, to, bundle.KeyID(pub[0]), resigned.Serial, resigned.Expires.Format(time.RFC3339))
-	if code != 0 || out != want || resigned.Serial <= snap.Serial || resigned.BundleID != id {
+	if code != 0 || out != want || resigned.Serial <= snap.Serial || resigned.BundleID != id || !reflect.DeepEqual(resigned.CompiledBy, snap.CompiledBy) {
 		t.Errorf("push -resign: %d %q %q\nwant %q (serial above %d)", code, out, errOut, want, snap.Serial)
 	}
 	code, _, errOut = admitfn("push", "--resign", "--sign-key", keyFile, "--to", to, "-p", "testdata/small")
@@ -172,6 +177,9 @@ func TestPushToDirectory(t *testing.T) {
 		t.Errorf("-o json wrote progress to a stderr that is not a terminal: %q", errOut)
 	}
 	m := report.Content
+	if m.CompiledBy == nil || *m.CompiledBy != bundle.ThisToolchain() || m.CompiledBy.Kubernetes == "" || m.CompiledBy.CEL == "" {
+		t.Errorf("manifest compiledBy %+v, want %+v", m.CompiledBy, bundle.ThisToolchain())
+	}
 	snap, err := (&bundle.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
 	if err != nil || snap.BundleID != m.Bundle {
 		t.Fatalf("fetch: %v", err)

@@ -22,6 +22,8 @@ type Info struct {
 	// Kubernetes is the release whose k8s.io/apiserver policy packages
 	// decide: "v1.37.2" for k8s.io/apiserver v0.37.2.
 	Kubernetes string
+	// CEL is the module version of github.com/google/cel-go.
+	CEL string
 	// Go is the toolchain that built the binary.
 	Go string
 }
@@ -70,11 +72,15 @@ func fromBuild(bi *debug.BuildInfo, info Info) Info {
 		info.Revision += "-dirty"
 	}
 	for _, d := range bi.Deps {
-		if d.Path == "k8s.io/apiserver" {
-			if d.Replace != nil {
-				d = d.Replace
-			}
+		path := d.Path
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		switch path {
+		case "k8s.io/apiserver":
 			info.Kubernetes = kubernetes(d.Version)
+		case "github.com/google/cel-go":
+			info.CEL = d.Version
 		}
 	}
 	return info

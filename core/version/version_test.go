@@ -11,11 +11,12 @@ func TestFromBuild(t *testing.T) {
 		Deps: []*debug.Module{
 			{Path: "k8s.io/api", Version: "v0.36.0"},
 			{Path: "k8s.io/apiserver", Version: "v0.36.1", Replace: &debug.Module{Path: "k8s.io/apiserver", Version: "v0.37.2"}},
+			{Path: "github.com/google/cel-go", Version: "v0.26.1"},
 		},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.modified", Value: "true"}},
 	}
 	got := fromBuild(bi, Info{Version: "(devel)", Go: "go1.26.8"})
-	want := Info{Version: "v0.1.0", Revision: "0123abc-dirty", Kubernetes: "v1.37.2", Go: "go1.26.8"}
+	want := Info{Version: "v0.1.0", Revision: "0123abc-dirty", Kubernetes: "v1.37.2", CEL: "v0.26.1", Go: "go1.26.8"}
 	if got != want {
 		t.Errorf("fromBuild = %+v, want %+v", got, want)
 	}

@@ -41,6 +41,8 @@ type Snapshot struct {
 	// Serial and Expires are the manifest's (zero without one).
 	Serial  int64
 	Expires time.Time
+	// CompiledBy is the manifest's (nil without one).
+	CompiledBy *Toolchain
 	// Token identifies what was fetched; passed back to Fetch, it makes
 	// the check conditional.
 	Token string
@@ -106,7 +108,7 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, Token: obj.ETag}, nil
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Token: obj.ETag}, nil
 }
 
 // current refuses a manifest published for another location or expired.
@@ -233,6 +235,9 @@ type PublishOptions struct {
 	// Expiry is how long a manifest published to a bucket stays valid
 	// (DefaultExpiry when zero). Manifests in directories do not expire.
 	Expiry time.Duration
+	// CompiledBy, when set, is recorded in the manifest: the toolchain that
+	// compiled the sources without error.
+	CompiledBy *Toolchain
 	// Uploaded, when set, is called after each object is stored, one call
 	// at a time.
 	Uploaded func(ManifestObject)
@@ -280,7 +285,7 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if len(sources) == 0 {
 		return nil, errors.New("publish: no files")
 	}
-	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.now()}
+	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.now(), CompiledBy: opts.CompiledBy}
 	if err := stamp(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}

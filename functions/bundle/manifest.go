@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 )
 
@@ -56,8 +57,28 @@ type Manifest struct {
 	Location string `json:"location,omitempty"`
 	// Expires is when functions stop accepting the manifest, so that an
 	// old one put back bounds how long it can take effect. Zero: never.
-	Expires time.Time        `json:"expires,omitzero"`
-	Objects []ManifestObject `json:"objects"`
+	Expires time.Time `json:"expires,omitzero"`
+	// CompiledBy is the build that compiled the bundle before publishing it
+	// (admitfn push refuses a bundle that does not compile). A function of
+	// the same build compiles each policy when a review first needs it
+	// instead of all before serving; others compile all first. Optional.
+	CompiledBy *Toolchain       `json:"compiledBy,omitempty"`
+	Objects    []ManifestObject `json:"objects"`
+}
+
+// Toolchain names what compiles policies: admitfn's version and revision,
+// and the Kubernetes and cel-go versions it embeds.
+type Toolchain struct {
+	Admitfn    string `json:"admitfn"`
+	Revision   string `json:"revision,omitempty"`
+	Kubernetes string `json:"kubernetes"`
+	CEL        string `json:"cel"`
+}
+
+// ThisToolchain is the running binary's.
+func ThisToolchain() Toolchain {
+	v := version.Get()
+	return Toolchain{Admitfn: v.Version, Revision: v.Revision, Kubernetes: v.Kubernetes, CEL: v.CEL}
 }
 
 // ManifestObject is one object of a bundle.

@@ -1,6 +1,7 @@
 // Package reload serves the newest good bundle of a location: it fetches,
 // verifies and compiles a bundle completely before swapping it in
-// atomically, keeps the last good one through any failure, and checks for a
+// atomically (the first one, compiled by admitfn push with the same build,
+// compiles each policy on first use), keeps the last good one through any failure, and checks for a
 // new one when a request arrives after the refresh interval, because
 // serverless platforms freeze or throttle a process between requests and a
 // background ticker alone would never fire.
@@ -283,7 +284,7 @@ func (r *Reloader) check(ctx context.Context) {
 	}
 	var eng *engine.Engine
 	if err == nil {
-		eng, err = r.compile(snap)
+		eng, err = r.compile(snap, prev == nil)
 	}
 	if errors.Is(err, bundle.ErrNotModified) {
 		err = nil
@@ -315,6 +316,9 @@ func (r *Reloader) check(ctx context.Context) {
 	if snap.Manifested {
 		e = e.Time("created", snap.Created)
 	}
+	if n := eng.Uncompiled(); n > 0 {
+		e = e.Int("compile_on_use", n)
+	}
 	e.Msg("policy bundle loaded")
 	if r.cfg.OnLoad != nil {
 		r.cfg.OnLoad(eng)
@@ -324,10 +328,18 @@ func (r *Reloader) check(ctx context.Context) {
 	}
 }
 
-func (r *Reloader) compile(snap *bundle.Snapshot) (*engine.Engine, error) {
+// compile builds snap's engine. The first bundle loaded, when admitfn push
+// compiled it with this build, compiles each policy on first use: a cold
+// start answers without waiting for the policies its first reviews do not
+// need. Any other is compiled whole before it serves, so that one that
+// does not compile never replaces a good one.
+func (r *Reloader) compile(snap *bundle.Snapshot, first bool) (*engine.Engine, error) {
 	b, err := policy.Parse(snap.Sources)
 	if err != nil {
 		return nil, err
+	}
+	if first && snap.CompiledBy != nil && *snap.CompiledBy == bundle.ThisToolchain() {
+		return engine.NewDeferred(b, r.cfg.Compiler)
 	}
 	return engine.New(b, r.cfg.Compiler)
 }

@@ -723,3 +723,58 @@ func TestBundlesDocReadyz(t *testing.T) {
 		t.Errorf("ready %v:\n%s\ndocs/bundles.md shows:\n%s", ready, got, want)
 	}
 }
+
+// The first bundle, compiled by admitfn push with this build (its manifest
+// says so), compiles each policy on first use: one that does not compile
+// then fails by its failurePolicy, as kube-apiserver's stored policies do.
+// A later bundle is compiled whole before it serves, so a compile error
+// never replaces a good bundle; a manifest from another build is compiled
+// whole from the start.
+func TestFirstBundleCompiledOnUse(t *testing.T) {
+	dir := &backend{name: "dir"}
+	dir.direct = store.NewDir(t.TempDir())
+	dir.proxied = dir.direct
+	this := bundle.ThisToolchain()
+	publish := func(f *fixture, sources []policy.Source, by bundle.Toolchain) {
+		t.Helper()
+		if _, err := bundle.Publish(context.Background(), dir.direct, sources, bundle.PublishOptions{Now: f.clock.Now(), CompiledBy: &by}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var loaded []*engine.Engine
+	f := newFixture(t, dir, func(c *reload.Config) { c.OnLoad = func(e *engine.Engine) { loaded = append(loaded, e) } })
+	publish(f, broken(), this)
+	f.load()
+	if len(loaded) != 1 || loaded[0].Uncompiled() != 1 || !strings.Contains(f.logs.String(), `"compile_on_use":1`) {
+		t.Fatalf("first load: %d engines, logs:\n%s", len(loaded), f.logs)
+	}
+	res, err := f.r.Review(t.Context(), policy.Route{Type: policy.Validating}, request)
+	if err != nil || res.Response.Allowed || !strings.HasPrefix(res.Response.Result.Message, "ValidatingAdmissionPolicy 'tag' with binding 'tag' denied request: compilation error: compilation failed: ERROR: <input>:1:4: Syntax error") {
+		t.Fatalf("review by a policy that does not compile: %+v %v", res, err)
+	}
+	if n := loaded[0].Uncompiled(); n != 0 {
+		t.Errorf("Uncompiled after the review: %d", n)
+	}
+
+	// A refresh compiles whole: the good bundle replaces the broken one,
+	// and a broken one never replaces a good one.
+	f.clock.Advance(time.Second)
+	publish(f, sources("A"), this)
+	f.clock.Advance(interval + jitter)
+	f.served("A")
+	publish(f, broken(), this)
+	f.servedAcrossChecks("A", 2)
+	if len(loaded) != 2 || loaded[1].Uncompiled() != 0 || !strings.Contains(f.lastError().Error(), "compilation failed") {
+		t.Errorf("refreshes: %d engines loaded, last error %v", len(loaded), f.lastError())
+	}
+
+	// Another build's manifest: compiled whole at the first load too.
+	other := this
+	other.CEL = "v0.0.1"
+	f = newFixture(t, dir, nil)
+	f.clock.Advance(time.Hour)
+	publish(f, broken(), other)
+	if err := f.r.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "compilation failed") {
+		t.Errorf("first load of another build's broken bundle: %v", err)
+	}
+}

@@ -53,9 +53,9 @@ type Config struct {
 	// load (memlimit.Limit.GCPercent).
 	MemoryLimit memlimit.Limit
 	// Settled, if set, runs once the first bundle is loaded and what it
-	// leaves running in the background is done (client-go's schema, for
-	// ApplyConfiguration mutations), or once Start returns without a
-	// bundle.
+	// leaves running in the background is done (the policies of a bundle
+	// that compiles on use, client-go's schema for ApplyConfiguration
+	// mutations), or once Start returns without a bundle.
 	Settled func()
 }
 
@@ -194,19 +194,33 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			debug.FreeOSMemory()
 			gc.Fit(log)
-			if !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema) {
-				// engine.New left the parse of client-go's schema running in
-				// the background; its garbage goes back when it is done, and
-				// what it keeps is live.
-				go func() {
-					mutate.Warm()
-					debug.FreeOSMemory()
-					gc.Fit(log)
-					settle()
-				}()
-			} else {
+			schema := !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema)
+			if e.Uncompiled() == 0 && !schema {
 				settle()
+				return
 			}
+			// What the engine left to do goes on in the background: the
+			// policies a pushed bundle compiles on use, once the first
+			// review is answered (or a second passed without one), so that
+			// review has the CPUs, and the parse of client-go's schema. Its
+			// garbage goes back when it is done, and what it keeps is live.
+			go func() {
+				if e.Uncompiled() > 0 {
+					select {
+					case <-e.Reviewed():
+					case <-time.After(time.Second):
+					}
+					if err := e.CompileAll(); err != nil {
+						log.Error().Err(err).Str("bundle", e.BundleID()).Msg("policies that do not compile fail by their failurePolicy")
+					}
+				}
+				if schema {
+					mutate.Warm()
+				}
+				debug.FreeOSMemory()
+				gc.Fit(log)
+				settle()
+			}()
 		},
 	}
 	if c.Fallback != "" {

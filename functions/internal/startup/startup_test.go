@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/admitfn/admitfn/core/mutate"
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/test/syncbuf"
@@ -131,6 +134,53 @@ func TestSettledOnce(t *testing.T) {
 	}
 	if settled != 1 {
 		t.Errorf("settled %d times after a reload, want 1", settled)
+	}
+}
+
+// A bundle admitfn push compiled with this build starts without compiling
+// and compiles in the background; Settled runs when that is done. A
+// policy that does not compile is logged, and fails by its failurePolicy.
+func TestPushedBundleCompilesInTheBackground(t *testing.T) {
+	for _, tc := range []struct {
+		name, policies, logged string
+	}{
+		{"examples", "../../../policies/examples", ""},
+		{"broken", "", `"level":"error","error":"1 error(s) in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sources []policy.Source
+			if tc.policies != "" {
+				var err error
+				if sources, err = policy.ReadFS(os.DirFS(tc.policies), "."); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sources = []policy.Source{{Name: "p.yaml", Data: []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}\n  validations:\n  - expression: 'object.spec +'\n")}}
+			}
+			b, err := policy.Parse(sources)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := len(b.Policies) + len(b.MutatingPolicies)
+			dir := t.TempDir()
+			tc2 := bundle.ThisToolchain()
+			if _, err := bundle.Publish(t.Context(), store.NewDir(dir), sources, bundle.PublishOptions{CompiledBy: &tc2}); err != nil {
+				t.Fatal(err)
+			}
+			var logs syncbuf.Buffer
+			settled := make(chan struct{})
+			r, err := Start(t.Context(), Config{Policies: dir, Settled: func() { close(settled) }}, zerolog.New(&logs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-settled
+			if n := r.Engine().Uncompiled(); n != 0 || !strings.Contains(logs.String(), `"compile_on_use":`+strconv.Itoa(all)) {
+				t.Errorf("settled with %d policies uncompiled; logs:\n%s", n, logs.String())
+			}
+			if tc.logged != "" && !strings.Contains(logs.String(), tc.logged) || tc.logged == "" && strings.Contains(logs.String(), `"level":"error"`) {
+				t.Errorf("logs:\n%s\nwant %q", logs.String(), tc.logged)
+			}
+		})
 	}
 }
 
