@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/admitfn/admitfn/test/perf"
 	"github.com/admitfn/admitfn/test/soak"
+	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 // The P4–P6 measures of docs/performance.md run the server binary as a
@@ -27,7 +29,7 @@ import (
 // as the floor of a server built on that handler.
 
 // bins are the four binaries, built once per test binary.
-type bins struct{ server, minimal, upstream, handler string }
+type bins struct{ server, minimal, upstream, handler, cli string }
 
 var (
 	buildOnce sync.Once
@@ -42,12 +44,13 @@ func binaries(tb testing.TB) bins {
 		if binDir, buildErr = os.MkdirTemp("", "admitfn-perf-"); buildErr != nil {
 			return
 		}
-		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream"), handler: filepath.Join(binDir, "handler")}
+		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream"), handler: filepath.Join(binDir, "handler"), cli: filepath.Join(binDir, "admitfn")}
 		for _, b := range []struct{ bin, pkg, tags string }{
 			{built.server, "../../functions/server", ""},
 			{built.minimal, "./minimal", ""},
 			{built.upstream, "./minimal", "admitfn_upstream"},
 			{built.handler, "./minimal", "admitfn_handler"},
+			{built.cli, "../../cmd/admitfn", ""},
 		} {
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+b.tags, "-o", b.bin, b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -99,10 +102,16 @@ func freePort(tb testing.TB) string {
 // coldStart execs bin serving policies and times it until its first answer
 // to the Pod review, then stops it.
 func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
+	return coldStartLogged(tb, bin, policies, body, nil)
+}
+
+// coldStartLogged is coldStart with the process's output written to log.
+func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Writer) time.Duration {
 	tb.Helper()
 	addr := freePort(tb)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	cmd := exec.Command(bin, "-addr", addr, "-policies", policies, "-refresh-interval", "0")
+	cmd.Stdout, cmd.Stderr = log, log
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -131,16 +140,22 @@ func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
 }
 
 // BenchmarkP4ColdStart: process exec → first answered review, the server
-// loading the 100-policy bundle from a directory ÷ the minimal server, run
-// alternately; read x-minimal. The upstream floor runs with them: the
-// minimal server linked with the upstream packages admitfn's core reuses,
-// answering at once (upstream-x-minimal), which no server built on those
-// packages can beat. So does the server with the 20 policies of Bundle20
-// alone, the 17 the Pod matches among them (first-review-x-minimal): the
-// most that compiling only what the first review needs could save.
+// loading the 100-policy bundle from a directory it was published to with
+// admitfn push, ÷ the minimal server, run alternately; read x-minimal.
+// Published so, the bundle compiles each policy on first use; the same
+// files copied into a directory compile whole before serving
+// (whole-x-minimal). The upstream floor runs with them: the minimal server
+// linked with the upstream packages admitfn's core reuses, answering at
+// once (upstream-x-minimal), which no server built on those packages can
+// beat. So does the server with the 20 policies of Bundle20 alone, the 17
+// the Pod matches among them, compiled whole (first-review-x-minimal).
 func BenchmarkP4ColdStart(b *testing.B) {
 	bin := binaries(b)
 	dir := bundle100(b)
+	pushed := filepath.Join(b.TempDir(), "pushed")
+	if out, err := exec.Command(bin.cli, "push", "-p", dir, "--to", pushed).CombinedOutput(); err != nil {
+		b.Fatalf("admitfn push: %v\n%s", err, out)
+	}
 	first := b.TempDir()
 	b20, err := perf.Bundle20(perf.RepoRoot())
 	if err != nil {
@@ -150,19 +165,28 @@ func BenchmarkP4ColdStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := perf.PodReview()
-	var admitfn, baseline, upstream, firstOnly time.Duration
+	// The server built with the CLI compiles the pushed bundle on use.
+	var log syncbuf.Buffer
+	coldStartLogged(b, bin.server, pushed, body, &log)
+	if !strings.Contains(log.String(), `"compile_on_use":100`) {
+		b.Fatalf("the pushed bundle was not compiled on use:\n%s", log.String())
+	}
+	var admitfn, whole, baseline, upstream, firstOnly time.Duration
 	for b.Loop() {
 		baseline += coldStart(b, bin.minimal, dir, body)
 		upstream += coldStart(b, bin.upstream, dir, body)
-		admitfn += coldStart(b, bin.server, dir, body)
+		admitfn += coldStart(b, bin.server, pushed, body)
+		whole += coldStart(b, bin.server, dir, body)
 		firstOnly += coldStart(b, bin.server, first, body)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(admitfn.Microseconds())/1000/n, "admitfn-ms")
+	b.ReportMetric(float64(whole.Microseconds())/1000/n, "whole-ms")
 	b.ReportMetric(float64(baseline.Microseconds())/1000/n, "minimal-ms")
 	b.ReportMetric(float64(upstream.Microseconds())/1000/n, "upstream-ms")
 	b.ReportMetric(float64(firstOnly.Microseconds())/1000/n, "first-review-ms")
 	b.ReportMetric(float64(admitfn)/float64(baseline), "x-minimal")
+	b.ReportMetric(float64(whole)/float64(baseline), "whole-x-minimal")
 	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
 	b.ReportMetric(float64(firstOnly)/float64(baseline), "first-review-x-minimal")
 }
