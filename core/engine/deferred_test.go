@@ -12,15 +12,7 @@ import (
 
 func deferredEngine(t *testing.T, sources ...policy.Source) *Engine {
 	t.Helper()
-	b, err := policy.Parse(sources)
-	if err != nil {
-		t.Fatalf("parse bundle: %v", err)
-	}
-	e, err := NewDeferred(b, compiler)
-	if err != nil {
-		t.Fatalf("NewDeferred: %v", err)
-	}
-	return e
+	return builtWith(t, NewDeferred, sources...)
 }
 
 // vap is a ValidatingAdmissionPolicy on resource (apps group for

@@ -33,13 +33,20 @@ func loadExamples(t *testing.T, names ...string) *Engine {
 
 func mustEngine(t *testing.T, sources ...policy.Source) *Engine {
 	t.Helper()
+	return builtWith(t, New, sources...)
+}
+
+// builtWith parses sources and builds their engine with build (New or
+// NewDeferred).
+func builtWith(t *testing.T, build func(*policy.Set, *celeval.Compiler) (*Engine, error), sources ...policy.Source) *Engine {
+	t.Helper()
 	b, err := policy.Parse(sources)
 	if err != nil {
 		t.Fatalf("parse bundle: %v", err)
 	}
-	e, err := New(b, compiler)
+	e, err := build(b, compiler)
 	if err != nil {
-		t.Fatalf("compile bundle: %v", err)
+		t.Fatalf("build the engine: %v", err)
 	}
 	return e
 }
