@@ -48,9 +48,24 @@ func TestDeferredCompilesWhatAReviewNeeds(t *testing.T) {
 	if n := e.Uncompiled(); n != 2 {
 		t.Fatalf("Uncompiled before any review = %d, want 2", n)
 	}
+	select {
+	case <-e.Reviewed():
+		t.Fatal("Reviewed is closed before any review")
+	default:
+	}
 	req := deploymentRequest(t, "CREATE", deployment("nginx", "default", 6, nil))
 	check(t, reviewOn(t, e, "replicas-binding", req),
 		denied(422, "Invalid", "ValidatingAdmissionPolicy 'replicas' with binding 'replicas-binding' denied request: failed expression: object.spec.replicas <= 5"))
+	select {
+	case <-e.Reviewed():
+	default:
+		t.Error("Reviewed is still open after a review")
+	}
+	select {
+	case <-mustEngine(t, src).Reviewed():
+	default:
+		t.Error("Reviewed of New's engine is open")
+	}
 	if n := e.Uncompiled(); n != 1 {
 		t.Errorf("Uncompiled after a Deployment's review = %d, want 1 (the ConfigMaps' policy)", n)
 	}
