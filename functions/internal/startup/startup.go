@@ -192,8 +192,12 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// that back now rather than when the scavenger gets to it, so
 			// the function's resident memory is what serving needs (it is
 			// what a memory-sized Lambda or Cloud Function is judged by).
-			debug.FreeOSMemory()
-			gc.Fit(log)
+			// An engine that compiles on use has not compiled yet: that
+			// waits for the background compile, off the first review's path.
+			if e.Uncompiled() == 0 {
+				debug.FreeOSMemory()
+				gc.Fit(log)
+			}
 			schema := !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema)
 			if e.Uncompiled() == 0 && !schema {
 				settle()
