@@ -536,6 +536,9 @@ const (
 	viaServer front = "server" // functions/server over HTTPS
 	viaLambda front = "lambda" // the Lambda bootstrap behind a Function URL front
 	viaGCF    front = "gcf"    // the Cloud Function in functions-framework-go behind a TLS front
+	// viaPushed is functions/server on the bundle as admitfn push
+	// publishes it, so that it compiles each policy on first use.
+	viaPushed front = "pushed"
 )
 
 // fronts are the ways a scenario that must hold on every platform runs.

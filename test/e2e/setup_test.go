@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -97,10 +99,12 @@ func deployAdmitfnVia(t *testing.T, via front, files map[string]string, renderAr
 }
 
 // installAdmitfn is deployAdmitfn with an explicit uninstall, for callers
-// that must remove the webhook before the test ends.
+// that must remove the webhook before the test ends. The bundle is served
+// as admitfn push publishes it: the parity suites, its callers, hold
+// kube-apiserver's decisions against policies compiled on first use.
 func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
 	t.Helper()
-	a, _, removeConfig := startAdmitfn(t, files, name, nil)
+	a, _, removeConfig := startAdmitfnVia(t, viaPushed, files, name, nil)
 	return func() {
 		removeConfig()
 		a.stop()
@@ -133,6 +137,15 @@ func startAdmitfnVia(t *testing.T, via front, files map[string]string, name stri
 		a = kube.serveLambda(t, dir)
 	case viaGCF:
 		a = kube.serveGCF(t, dir)
+	case viaPushed:
+		pushed := filepath.Join(t.TempDir(), "pushed")
+		if out, err := exec.Command(kube.cliBin, "push", "-p", dir, "--to", pushed).CombinedOutput(); err != nil {
+			t.Fatalf("admitfn push: %v\n%s", err, out)
+		}
+		a = kube.serve(t, pushed, "")
+		if !strings.Contains(a.Logs(), `"compile_on_use":`) {
+			t.Fatalf("the pushed bundle does not compile on use:\n%s", a.Logs())
+		}
 	default:
 		a = kube.serve(t, dir, "")
 	}
