@@ -125,6 +125,8 @@ func (v *lazyValidator) Validate(ctx context.Context, matchedResource schema.Gro
 	return v.get().Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, authz)
 }
 
+func (v *lazyValidator) CompileError() error { return v.get().CompileError() }
+
 // CompileAll compiles every policy a deferred engine (NewDeferred) has not
 // compiled yet, one at a time, and returns the compile errors of all of
 // them: each such policy fails by its failurePolicy. Reviews may run
@@ -143,8 +145,6 @@ func (e *Engine) CompileAll() error {
 	}
 	return nil
 }
-
-func (v *lazyValidator) CompileError() error { return v.get().CompileError() }
 
 // Uncompiled counts the policies of a deferred engine (NewDeferred) not
 // compiled yet; 0 for an engine from New.
