@@ -69,8 +69,9 @@ func (u *onUse[E]) get() E {
 	return u.e
 }
 
-// prepare compiles, on every CPU, the named policies not compiled yet: a
-// review's candidates, which it would otherwise compile one after another.
+// prepare compiles, on every CPU, the policies of hooks (a review's
+// candidates) not compiled yet, which the dispatcher would otherwise
+// compile one after another.
 func prepare[E, H any](p *pending, policies map[string]*onUse[E], hooks []H, name func(H) string) {
 	if p.left.Load() == 0 {
 		return

@@ -1,8 +1,9 @@
 // Package reload serves the newest good bundle of a location: it fetches,
 // verifies and compiles a bundle completely before swapping it in
 // atomically (the first one, compiled by admitfn push with the same build,
-// compiles each policy on first use), keeps the last good one through any failure, and checks for a
-// new one when a request arrives after the refresh interval, because
+// compiles each policy on first use), keeps the last good one through any
+// failure, and checks for a new one when a request arrives after the
+// refresh interval, because
 // serverless platforms freeze or throttle a process between requests and a
 // background ticker alone would never fire.
 package reload

@@ -30,6 +30,12 @@ import (
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
 
+// compileIdle is how long the background compile of a bundle that compiles
+// on use waits for a first review before it starts anyway: long enough for
+// kube-apiserver's first call to a fresh instance to arrive, short enough
+// that later reviews rarely find a policy still to compile.
+const compileIdle = time.Second
+
 // Config is where the bundle comes from and how it is checked.
 type Config struct {
 	Policies  string
@@ -194,12 +200,13 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// what a memory-sized Lambda or Cloud Function is judged by).
 			// An engine that compiles on use has not compiled yet: that
 			// waits for the background compile, off the first review's path.
-			if e.Uncompiled() == 0 {
+			onUse := e.Uncompiled() > 0
+			if !onUse {
 				debug.FreeOSMemory()
 				gc.Fit(log)
 			}
 			schema := !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema)
-			if e.Uncompiled() == 0 && !schema {
+			if !onUse && !schema {
 				settle()
 				return
 			}
@@ -209,10 +216,10 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// review has the CPUs, and the parse of client-go's schema. Its
 			// garbage goes back when it is done, and what it keeps is live.
 			go func() {
-				if e.Uncompiled() > 0 {
+				if onUse {
 					select {
 					case <-e.Reviewed():
-					case <-time.After(time.Second):
+					case <-time.After(compileIdle):
 					}
 					if err := e.CompileAll(); err != nil {
 						log.Error().Err(err).Str("bundle", e.BundleID()).Msg("policies that do not compile fail by their failurePolicy")
