@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"fmt"
 	"os"
+	"reflect"
 	"path/filepath"
 	"testing"
 )
 
-// FuzzParse: any file parses to a bundle or to errors, never a panic.
+// FuzzParse: any file parses to a bundle or to errors, never a panic; and
+// to the same bundle or errors from its Documents.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("../../policies/examples/*.yaml")
 	for _, name := range files[:4] {
@@ -26,6 +29,14 @@ func FuzzParse(f *testing.F) {
 		if b != nil {
 			b.Groups()
 			b.MutatingGroups()
+		}
+		docs, derr := Documents(data)
+		if derr != nil {
+			return
+		}
+		b2, err2 := Parse([]Source{{Name: "f.yaml", Data: data, Documents: docs}})
+		if fmt.Sprint(err2) != fmt.Sprint(err) || !reflect.DeepEqual(b2, b) {
+			t.Fatalf("from Documents: %v\nfrom YAML: %v", err2, err)
 		}
 	})
 }

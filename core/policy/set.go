@@ -43,6 +43,10 @@ var policyGroupVersions = map[string]bool{
 type Source struct {
 	Name string
 	Data []byte
+	// Documents, when set, is what Documents returns for Data, made
+	// earlier (admitfn push publishes it): Parse then reads it instead of
+	// the YAML. Nothing checks that it matches Data.
+	Documents [][]byte
 }
 
 // Set is the parsed, defaulted and statically valid form of a bundle. Order
@@ -183,6 +187,7 @@ func Parse(sources []Source) (*Set, error) {
 	type document struct {
 		origin Origin
 		data   []byte
+		json   bool  // data is the document as JSON (Source.Documents)
 		err    error // the file's, when it does not split into documents
 	}
 	type decoded struct {
@@ -191,14 +196,18 @@ func Parse(sources []Source) (*Set, error) {
 	}
 	var docs []document
 	for _, src := range sources {
-		split, err := splitDocuments(src.Data)
-		if err != nil {
-			docs = append(docs, document{err: fmt.Errorf("%s: %w", src.Name, err)})
-			continue
+		split, isJSON := src.Documents, true
+		if split == nil {
+			var err error
+			if split, err = splitDocuments(src.Data); err != nil {
+				docs = append(docs, document{err: fmt.Errorf("%s: %w", src.Name, err)})
+				continue
+			}
+			isJSON = false
 		}
 		for i, doc := range split {
 			if doc != nil {
-				docs = append(docs, document{origin: Origin{File: src.Name, Document: i + 1}, data: doc})
+				docs = append(docs, document{origin: Origin{File: src.Name, Document: i + 1}, data: doc, json: isJSON})
 			}
 		}
 	}
@@ -206,7 +215,14 @@ func Parse(sources []Source) (*Set, error) {
 		if d.err != nil {
 			return decoded{err: d.err}
 		}
-		objs, err := decodeDocument(d.data)
+		data, err := d.data, error(nil)
+		if !d.json {
+			data, err = toJSON(d.data)
+		}
+		var objs []*unstructured.Unstructured
+		if err == nil {
+			objs, err = decodeDocument(data)
+		}
 		if err != nil {
 			return decoded{err: fmt.Errorf("%s: %w", d.origin, err)}
 		}
@@ -488,13 +504,36 @@ func isEmptyDocument(doc []byte) bool {
 	return true
 }
 
-// decodeDocument turns one YAML/JSON document into objects, expanding a
-// v1 List (the shape of `kubectl get -o yaml`).
-func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
+// Documents is a bundle file's documents as JSON, in file order, nil where
+// a document holds only comments or whitespace: what Parse decodes, and
+// reads from Source.Documents instead when it is set.
+func Documents(data []byte) ([][]byte, error) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, doc := range docs {
+		if doc != nil {
+			if docs[i], err = toJSON(doc); err != nil {
+				return nil, fmt.Errorf("document %d: %w", i+1, err)
+			}
+		}
+	}
+	return docs, nil
+}
+
+// toJSON converts one YAML (or JSON) document to JSON.
+func toJSON(doc []byte) ([]byte, error) {
 	jsonData, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
+	return jsonData, nil
+}
+
+// decodeDocument turns one document, as JSON, into objects, expanding a v1
+// List (the shape of `kubectl get -o yaml`).
+func decodeDocument(jsonData []byte) ([]*unstructured.Unstructured, error) {
 	var m map[string]any
 	if err := utiljson.Unmarshal(jsonData, &m); err != nil || m == nil {
 		return nil, errors.New("document is not a Kubernetes object (a YAML mapping with apiVersion and kind)")
