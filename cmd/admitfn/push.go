@@ -113,9 +113,10 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		if _, _, sources, err = c.loadBundle(policies); err != nil {
 			return err
 		}
-		// It compiled: functions of this build may compile it on use.
+		// It compiled: functions of this build may compile it on use,
+		// reading it packed, its YAML already parsed.
 		tc := bundle.ThisToolchain()
-		opts.CompiledBy = &tc
+		opts.CompiledBy, opts.Pack = &tc, true
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

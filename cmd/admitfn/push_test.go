@@ -77,8 +77,14 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.BundleID != id || len(snap.Sources) != 12 || !snap.Manifested {
-		t.Errorf("fetched %s with %d files", snap.BundleID, len(snap.Sources))
+	if snap.BundleID != id || len(snap.Sources) != 12 || !snap.Manifested || !snap.Packed {
+		t.Errorf("fetched %s with %d files (packed: %v)", snap.BundleID, len(snap.Sources), snap.Packed)
+	}
+	// The packed form holds the files pushed, their YAML already parsed.
+	for i, s := range snap.Sources {
+		if docs, _ := policy.Documents(sources[i].Data); s.Name != sources[i].Name || !bytes.Equal(s.Data, sources[i].Data) || !reflect.DeepEqual(s.Documents, docs) {
+			t.Errorf("fetched file %d: %s, %d documents; pushed %s, %d", i, s.Name, len(s.Documents), sources[i].Name, len(docs))
+		}
 	}
 	// push compiled the bundle, and says with what.
 	if snap.CompiledBy == nil || *snap.CompiledBy != bundle.ThisToolchain() {
@@ -89,11 +95,12 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	}
 	stamp := fmt.Sprintf("serial %d, expires %s", snap.Serial, snap.Expires.Format(time.RFC3339))
 	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + bundle.KeyID(pub[0]) + ", " + stamp
-	if len(lines) != 13 || last != wantLast {
-		t.Errorf("push output:\n%s\nwant last line %q", out, wantLast)
+	if len(lines) != 14 || last != wantLast || !strings.HasPrefix(lines[12], "uploaded prod/.admitfn/packed.json (") {
+		t.Errorf("push output:\n%s\nwant the packed object, then last line %q", out, wantLast)
 	}
-	// One progress line per object, as each upload ends.
-	progress := append([]string(nil), lines[:len(lines)-1]...)
+	// One progress line per object, as each upload ends, the packed one
+	// after the files.
+	progress := append([]string(nil), lines[:len(lines)-2]...)
 	sort.Strings(progress)
 	for i, o := range snap.Sources {
 		sum := sha256.Sum256(o.Data)

@@ -43,6 +43,10 @@ type Snapshot struct {
 	Expires time.Time
 	// CompiledBy is the manifest's (nil without one).
 	CompiledBy *Toolchain
+	// Packed: the files were read from the manifest's packed object
+	// (PackedKey). They carry their Documents when CompiledBy is this
+	// build's toolchain.
+	Packed bool
 	// Token identifies what was fetched; passed back to Fetch, it makes
 	// the check conditional.
 	Token string
@@ -91,16 +95,13 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	for i, o := range m.Objects {
 		objs[i] = store.Object{Key: o.Key, Version: o.Version}
 	}
-	sources, err := f.readAll(ctx, objs, func(i int, data []byte) error {
-		o := m.Objects[i]
-		if int64(len(data)) != o.Size {
-			return fmt.Errorf("%s: %w: %d bytes, manifest says %d", o.Key, ErrIntegrity, len(data), o.Size)
-		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != o.SHA256 {
-			return fmt.Errorf("%s: %w: sha256 %s, manifest says %s", o.Key, ErrIntegrity, hex.EncodeToString(sum[:]), o.SHA256)
-		}
-		return nil
-	})
+	check := func(i int, data []byte) error { return checkObject(m.Objects[i], data) }
+	var sources []policy.Source
+	if m.Packed != nil {
+		sources, err = f.readPacked(ctx, m, check, m.CompiledBy != nil && *m.CompiledBy == ThisToolchain())
+	} else {
+		sources, err = f.readAll(ctx, objs, check)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Token: obj.ETag}, nil
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Token: obj.ETag}, nil
 }
 
 // current refuses a manifest published for another location or expired.
@@ -238,6 +239,10 @@ type PublishOptions struct {
 	// CompiledBy, when set, is recorded in the manifest: the toolchain that
 	// compiled the sources without error.
 	CompiledBy *Toolchain
+	// Pack also writes the packed form of the bundle (PackedKey), named by
+	// the manifest, which functions read instead of the files; unless it
+	// would be larger than a function reads (store.MaxObjectBytes).
+	Pack bool
 	// Uploaded, when set, is called after each object is stored, one call
 	// at a time.
 	Uploaded func(ManifestObject)
@@ -293,27 +298,44 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelism)
 	var progress sync.Mutex
+	uploaded := func(o ManifestObject) {
+		if opts.Uploaded != nil {
+			progress.Lock()
+			defer progress.Unlock()
+			opts.Uploaded(o)
+		}
+	}
 	for i, s := range sources {
 		if !bundleKey(s.Name) {
 			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
 		}
 		g.Go(func() error {
-			obj, err := bucket.Put(gctx, s.Name, s.Data, contentType(s.Name))
+			o, err := putObject(gctx, bucket, s.Name, s.Data, contentType(s.Name))
 			if err != nil {
-				return fmt.Errorf("upload %s: %w", s.Name, err)
+				return err
 			}
-			sum := sha256.Sum256(s.Data)
-			m.Objects[i] = ManifestObject{Key: s.Name, Size: int64(len(s.Data)), SHA256: hex.EncodeToString(sum[:]), Version: obj.Version}
-			if opts.Uploaded != nil {
-				progress.Lock()
-				defer progress.Unlock()
-				opts.Uploaded(m.Objects[i])
-			}
+			m.Objects[i] = o
+			uploaded(o)
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if opts.Pack {
+		data, err := pack(m.Bundle, sources)
+		if err != nil {
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+		// Too large for a function to read: the files are read instead.
+		if len(data) <= store.MaxObjectBytes {
+			o, err := putObject(ctx, bucket, PackedKey, data, "application/json")
+			if err != nil {
+				return nil, err
+			}
+			m.Packed = &o
+			uploaded(o)
+		}
 	}
 	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err

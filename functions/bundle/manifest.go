@@ -64,6 +64,11 @@ type Manifest struct {
 	// instead of all before serving; others compile all first. Optional.
 	CompiledBy *Toolchain       `json:"compiledBy,omitempty"`
 	Objects    []ManifestObject `json:"objects"`
+	// Packed, when set, is the object at PackedKey holding every object of
+	// Objects, in their order, with its documents parsed: functions read it
+	// instead of the objects, and check each file it holds as they would
+	// the object. Optional.
+	Packed *ManifestObject `json:"packed,omitempty"`
 }
 
 // Toolchain names what compiles policies: admitfn's version and revision,
@@ -235,12 +240,25 @@ func (m *Manifest) validate() error {
 			return fmt.Errorf("object key %q listed twice", o.Key)
 		}
 		seen[o.Key] = true
-		if o.Size < 0 || o.Size > store.MaxObjectBytes {
-			return fmt.Errorf("object %q: size %d out of range", o.Key, o.Size)
+		if err := o.validate(); err != nil {
+			return err
 		}
-		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("object %q: sha256 %q is not 64 hex digits", o.Key, o.SHA256)
+	}
+	if p := m.Packed; p != nil {
+		if p.Key != PackedKey {
+			return fmt.Errorf("packed object key %q: want %s", p.Key, PackedKey)
 		}
+		return p.validate()
+	}
+	return nil
+}
+
+func (o ManifestObject) validate() error {
+	if o.Size < 0 || o.Size > store.MaxObjectBytes {
+		return fmt.Errorf("object %q: size %d out of range", o.Key, o.Size)
+	}
+	if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size {
+		return fmt.Errorf("object %q: sha256 %q is not 64 hex digits", o.Key, o.SHA256)
 	}
 	return nil
 }

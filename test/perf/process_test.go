@@ -165,11 +165,12 @@ func BenchmarkP4ColdStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := perf.PodReview()
-	// The server built with the CLI compiles the pushed bundle on use.
+	// The server built with the CLI reads the pushed bundle packed and
+	// compiles it on use.
 	var log syncbuf.Buffer
 	coldStartLogged(b, bin.server, pushed, body, &log)
-	if !strings.Contains(log.String(), `"compile_on_use":100`) {
-		b.Fatalf("the pushed bundle was not compiled on use:\n%s", log.String())
+	if !strings.Contains(log.String(), `"packed":true,"compile_on_use":100`) {
+		b.Fatalf("the pushed bundle was not read packed and compiled on use:\n%s", log.String())
 	}
 	var admitfn, whole, baseline, upstream, firstOnly time.Duration
 	for b.Loop() {

@@ -317,6 +317,9 @@ func (r *Reloader) check(ctx context.Context) {
 	if snap.Manifested {
 		e = e.Time("created", snap.Created)
 	}
+	if snap.Packed {
+		e = e.Bool("packed", true)
+	}
 	if n := eng.Uncompiled(); n > 0 {
 		e = e.Int("compile_on_use", n)
 	}
@@ -336,6 +339,11 @@ func (r *Reloader) check(ctx context.Context) {
 // does not compile never replaces a good one.
 func (r *Reloader) compile(snap *bundle.Snapshot, first bool) (*engine.Engine, error) {
 	b, err := policy.Parse(snap.Sources)
+	// The snapshot is kept while it serves; its parsed documents are not
+	// read again.
+	for i := range snap.Sources {
+		snap.Sources[i].Documents = nil
+	}
 	if err != nil {
 		return nil, err
 	}

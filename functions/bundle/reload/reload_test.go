@@ -725,7 +725,8 @@ func TestBundlesDocReadyz(t *testing.T) {
 }
 
 // The first bundle, compiled by admitfn push with this build (its manifest
-// says so), compiles each policy on first use: one that does not compile
+// says so; here packed, as push publishes it), compiles each policy on
+// first use: one that does not compile
 // then fails by its failurePolicy, as kube-apiserver's stored policies do.
 // A later bundle is compiled whole before it serves, so a compile error
 // never replaces a good bundle; a manifest from another build is compiled
@@ -737,7 +738,7 @@ func TestFirstBundleCompiledOnUse(t *testing.T) {
 	this := bundle.ThisToolchain()
 	publish := func(f *fixture, sources []policy.Source, by bundle.Toolchain) {
 		t.Helper()
-		if _, err := bundle.Publish(context.Background(), dir.direct, sources, bundle.PublishOptions{Now: f.clock.Now(), CompiledBy: &by}); err != nil {
+		if _, err := bundle.Publish(context.Background(), dir.direct, sources, bundle.PublishOptions{Now: f.clock.Now(), CompiledBy: &by, Pack: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -745,7 +746,7 @@ func TestFirstBundleCompiledOnUse(t *testing.T) {
 	f := newFixture(t, dir, func(c *reload.Config) { c.OnLoad = func(e *engine.Engine) { loaded = append(loaded, e) } })
 	publish(f, broken(), this)
 	f.load()
-	if len(loaded) != 1 || loaded[0].Uncompiled() != 1 || !strings.Contains(f.logs.String(), `"compile_on_use":1`) {
+	if len(loaded) != 1 || loaded[0].Uncompiled() != 1 || !strings.Contains(f.logs.String(), `"packed":true,"compile_on_use":1`) {
 		t.Fatalf("first load: %d engines, logs:\n%s", len(loaded), f.logs)
 	}
 	res, err := f.r.Review(t.Context(), policy.Route{Type: policy.Validating}, request)

@@ -1,0 +1,217 @@
+package bundle_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
+)
+
+// bundleDocs has a file of three documents, one only a comment.
+var bundleDocs = []policy.Source{
+	{Name: "a.yaml", Data: []byte("kind: A\n---\n# nothing\n---\nkind: B\nx: 1.0\n")},
+	{Name: "nested/b.json", Data: []byte(`{"kind":"B"}`)},
+}
+
+func publishPacked(t *testing.T, b store.Bucket, sources []policy.Source, key ed25519.PrivateKey, compiledBy *bundle.Toolchain) *bundle.Manifest {
+	t.Helper()
+	m, err := bundle.Publish(context.Background(), b, sources, bundle.PublishOptions{SignKey: key, Pack: true, CompiledBy: compiledBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func withDocuments(t *testing.T, sources []policy.Source) []policy.Source {
+	t.Helper()
+	out := make([]policy.Source, len(sources))
+	for i, s := range sources {
+		docs, err := policy.Documents(s.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = policy.Source{Name: s.Name, Data: s.Data, Documents: docs}
+	}
+	return out
+}
+
+// A packed bundle is read from its one object: the files as published,
+// with their documents parsed when the manifest names this build.
+func TestPackedBundle(t *testing.T) {
+	ctx := context.Background()
+	this := bundle.ThisToolchain()
+	other := this
+	other.CEL = "v0.0.1"
+	for name, tc := range map[string]struct {
+		compiledBy *bundle.Toolchain
+		want       []policy.Source
+	}{
+		"this build":    {&this, withDocuments(t, bundleDocs)},
+		"another build": {&other, bundleDocs},
+		"no toolchain":  {nil, bundleDocs},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := store.NewDir(dir)
+			var uploaded []string
+			m, err := bundle.Publish(ctx, b, bundleDocs, bundle.PublishOptions{Pack: true, CompiledBy: tc.compiledBy, Uploaded: func(o bundle.ManifestObject) { uploaded = append(uploaded, o.Key) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, bundle.PackedKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Packed == nil || m.Packed.Key != bundle.PackedKey || m.Packed.Size != int64(len(data)) || m.Packed.SHA256 != sha(string(data)) {
+				t.Fatalf("manifest's packed object %+v", m.Packed)
+			}
+			if uploaded[len(uploaded)-1] != bundle.PackedKey || len(uploaded) != 3 {
+				t.Fatalf("uploaded %q: the files, then the packed object", uploaded)
+			}
+			snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !snap.Packed || !reflect.DeepEqual(snap.Sources, tc.want) || snap.BundleID != policy.ID(bundleDocs) {
+				t.Fatalf("snapshot %+v", snap)
+			}
+			// The files are not read: the manifest pins the packed object.
+			if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil {
+				t.Fatalf("a file removed: %v", err)
+			}
+		})
+	}
+	// The documents are policy.Documents', a comment-only one null.
+	docs := withDocuments(t, bundleDocs)[0].Documents
+	if len(docs) != 3 || docs[1] != nil || string(docs[2]) != `{"kind":"B","x":1}` {
+		t.Fatalf("documents %q", docs)
+	}
+}
+
+// Whoever can write to the bucket, but not sign, cannot change a packed
+// bundle; unsigned, a packed object that does not hold exactly the files
+// the manifest names is refused.
+func TestPackedBundleIntegrity(t *testing.T) {
+	ctx := context.Background()
+	key := newKey(t)
+	b := store.NewDir(t.TempDir())
+	m := publishPacked(t, b, bundleDocs, key, nil)
+	packed, _, err := b.Get(ctx, bundle.PackedKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := &bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(key)}}
+	b.Put(ctx, bundle.PackedKey, bytes.Replace(packed, []byte(`"bundle":"`), []byte(`"bundle":"x`), 1), "")
+	if _, err := signed.Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || !strings.HasPrefix(err.Error(), ".admitfn/packed.json: bundle object does not match its manifest: "+itoa(len(packed)+1)+" bytes, manifest says "+itoa(len(packed))) {
+		t.Fatalf("changed packed object: %v", err)
+	}
+
+	// Unsigned manifests that describe a packed object faithfully, which
+	// holds other files than the manifest's.
+	var p struct {
+		Bundle string `json:"bundle"`
+		Files  []struct {
+			Name      string            `json:"name"`
+			Data      []byte            `json:"data"`
+			Documents []json.RawMessage `json:"documents"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(packed, &p); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		edit func()
+		want string
+	}{
+		"changed file": {func() { p.Files[0].Data = []byte("kind: C\n") }, "a.yaml: bundle object does not match its manifest: 8 bytes, manifest says " + itoa(len(bundleDocs[0].Data))},
+		"renamed file": {func() { p.Files[1].Name = "nested/c.json" }, `.admitfn/packed.json: bundle object does not match its manifest: file 2 is "nested/c.json", manifest says "nested/b.json"`},
+		"missing file": {func() { p.Files = p.Files[:1] }, ".admitfn/packed.json: bundle object does not match its manifest: 1 files, manifest names 2"},
+		"not JSON":     {nil, ".admitfn/packed.json: bundle object does not match its manifest: unexpected end of JSON input"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			orig := p
+			orig.Files = append(orig.Files[:0:0], p.Files...)
+			defer func() { p = orig }()
+			data := []byte("{")
+			if tc.edit != nil {
+				tc.edit()
+				data, _ = json.Marshal(p)
+			}
+			b.Put(ctx, bundle.PackedKey, data, "")
+			mm := *m
+			mm.Packed = &bundle.ManifestObject{Key: bundle.PackedKey, Size: int64(len(data)), SHA256: sha(string(data))}
+			env, err := bundle.Encode(&mm, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Put(ctx, bundle.ManifestKey, env, "")
+			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A bundle whose packed form would be over what a function reads in one
+// object is published without it.
+func TestPackedFormTooLarge(t *testing.T) {
+	ctx := context.Background()
+	half := []byte(strings.Repeat("#"+strings.Repeat("x", 63)+"\n", store.MaxObjectBytes*3/8/64) + "kind: A\n")
+	sources := []policy.Source{{Name: "a.yaml", Data: half}, {Name: "b.yaml", Data: half}}
+	b := store.NewDir(t.TempDir())
+	m := publishPacked(t, b, sources, nil, nil)
+	if m.Packed != nil {
+		t.Fatalf("packed %+v", m.Packed)
+	}
+	if _, _, err := b.Get(ctx, bundle.PackedKey, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("packed object: %v", err)
+	}
+	snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+	if err != nil || snap.Packed || !reflect.DeepEqual(snap.Sources, sources) {
+		t.Fatalf("fetch: %v", err)
+	}
+}
+
+// The packed object is where Publish puts it, and a manifest names no other.
+func TestPackedObjectKey(t *testing.T) {
+	ctx := context.Background()
+	b := store.NewDir(t.TempDir())
+	m := publishPacked(t, b, bundleDocs, nil, nil)
+	for name, tc := range map[string]struct {
+		packed bundle.ManifestObject
+		want   string
+	}{
+		"other key":  {bundle.ManifestObject{Key: "a.yaml", Size: 1, SHA256: strings.Repeat("0", 64)}, `packed object key "a.yaml": want .admitfn/packed.json`},
+		"short sha":  {bundle.ManifestObject{Key: bundle.PackedKey, Size: 1, SHA256: "00"}, `object ".admitfn/packed.json": sha256 "00" is not 64 hex digits`},
+		"over limit": {bundle.ManifestObject{Key: bundle.PackedKey, Size: store.MaxObjectBytes + 1, SHA256: strings.Repeat("0", 64)}, `object ".admitfn/packed.json": size 33554433 out of range`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mm := *m
+			mm.Packed = &tc.packed
+			env, err := bundle.Encode(&mm, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Put(ctx, bundle.ManifestKey, env, "")
+			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrInvalidManifest) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalidManifest: …%s", err, tc.want)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
