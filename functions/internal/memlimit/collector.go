@@ -28,7 +28,8 @@ type Collector struct {
 
 // CollectRarely raises GOGC to LoadGCPercent, unless it is higher already
 // or off, until Loaded: compiling a bundle allocates several times what it
-// keeps, and nothing else runs meanwhile.
+// keeps, and little else runs meanwhile (a bundle compiled on use: the
+// first reviews).
 func (l Limit) CollectRarely() *Collector {
 	c := &Collector{limit: l, steady: debug.SetGCPercent(LoadGCPercent), loading: true}
 	if c.steady < 0 || c.steady > LoadGCPercent {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -174,12 +175,19 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	compiler := c.Compiler()
-	// Until the first bundle is compiled nothing else runs, and compiling
+	// Until the first bundle is compiled little else runs, and compiling
 	// allocates several times what it keeps: collecting as often as usual
 	// then is a third of a cold start. Collect rarely until then; OnLoad's
-	// FreeOSMemory collects once, in full.
+	// FreeOSMemory collects once, in full. A bundle compiled on use is
+	// compiled when the background compile ends, which then restores the
+	// pace: the first reviews compile their policies meanwhile.
 	gc := c.MemoryLimit.CollectRarely()
-	defer gc.Loaded()
+	var compiling atomic.Bool
+	defer func() {
+		if !compiling.Load() {
+			gc.Loaded()
+		}
+	}()
 	settle := sync.OnceFunc(func() {
 		if c.Settled != nil {
 			c.Settled()
@@ -215,6 +223,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 			// review is answered (or a second passed without one), so that
 			// review has the CPUs, and the parse of client-go's schema. Its
 			// garbage goes back when it is done, and what it keeps is live.
+			compiling.Store(onUse)
 			go func() {
 				if onUse {
 					select {
@@ -224,6 +233,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 					if err := e.CompileAll(); err != nil {
 						log.Error().Err(err).Str("bundle", e.BundleID()).Msg("policies that do not compile fail by their failurePolicy")
 					}
+					gc.Loaded()
 				}
 				if schema {
 					mutate.Warm()

@@ -169,11 +169,23 @@ func TestPushedBundleCompilesInTheBackground(t *testing.T) {
 			}
 			var logs syncbuf.Buffer
 			settled := make(chan struct{})
+			defer debug.SetGCPercent(gcPercent())
+			debug.SetGCPercent(70)
 			r, err := Start(t.Context(), Config{Policies: dir, Settled: func() { close(settled) }}, zerolog.New(&logs))
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The collector runs rarely until the background compile ends:
+			// read before the count, a GOGC read while policies were left
+			// to compile is the loading one.
+			gogc := gcPercent()
+			if left := r.Engine().Uncompiled(); left > 0 && gogc != memlimit.LoadGCPercent {
+				t.Errorf("GOGC %d with %d policies left to compile, want %d", gogc, left, memlimit.LoadGCPercent)
+			}
 			<-settled
+			if got := gcPercent(); got != 70 {
+				t.Errorf("GOGC %d once settled, want 70", got)
+			}
 			if n := r.Engine().Uncompiled(); n != 0 || !strings.Contains(logs.String(), `"compile_on_use":`+strconv.Itoa(all)) {
 				t.Errorf("settled with %d policies uncompiled; logs:\n%s", n, logs.String())
 			}
