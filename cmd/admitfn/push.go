@@ -31,13 +31,14 @@ func (c *cli) pushCmd() *cobra.Command {
 		Long: `Publishes a bundle where functions load it from (their ADMITFN_POLICIES). The
 bundle is compiled first, exactly as a function would: a bundle that would not
 load is not published. Then each policy file is uploaded under the prefix with
-its path in the bundle (a progress line each), and the manifest
-(.admitfn/manifest.json) is written last: object keys, sizes, sha256 digests,
-versions (where the bucket keeps them), bundle ID, creation time and the
-versions that compiled it (functions built from them start before compiling
-it). Functions read only what a manifest names, so they switch from one bundle
-to the next in one step; test files (*_test.yaml) and hidden files are not
-uploaded.
+its path in the bundle (a progress line each), then the packed form
+(.admitfn/packed.json: every file, and its documents parsed, which functions
+read in one request), and the manifest (.admitfn/manifest.json) is written
+last: object keys, sizes, sha256 digests, versions (where the bucket keeps
+them), bundle ID, creation time and the versions that compiled it (functions
+built from them start before compiling it, and parse no YAML). Functions read
+only what a manifest names, so they switch from one bundle to the next in one
+step; test files (*_test.yaml) and hidden files are not uploaded.
 
 With --sign-key the manifest is signed; functions with ADMITFN_BUNDLE_PUBLIC_KEY
 load only bundles signed by a matching key (see 'admitfn keygen'). A manifest
