@@ -146,7 +146,10 @@ func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Wr
 // files copied into a directory compile whole before serving
 // (whole-x-minimal). The upstream floor runs with them: the minimal server
 // linked with the upstream packages admitfn's core reuses, answering at
-// once (upstream-x-minimal), which no server built on those packages can
+// once (upstream-x-minimal), and the handler floor: the minimal server
+// answering with admitfn's review handler, and nothing the server adds
+// around it, over one policy the Pod does not match (handler-x-minimal),
+// which no server answering with admitfn's reviews over any bundle can
 // beat. So does the server with the 20 policies of Bundle20 alone, the 17
 // the Pod matches among them, compiled whole (first-review-x-minimal).
 func BenchmarkP4ColdStart(b *testing.B) {
@@ -155,6 +158,10 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	pushed := filepath.Join(b.TempDir(), "pushed")
 	if out, err := exec.Command(bin.cli, "push", "-p", dir, "--to", pushed).CombinedOutput(); err != nil {
 		b.Fatalf("admitfn push: %v\n%s", err, out)
+	}
+	one := b.TempDir()
+	if err := perf.WriteDir(perf.Generated(1, 0), one); err != nil {
+		b.Fatal(err)
 	}
 	first := b.TempDir()
 	b20, err := perf.Bundle20(perf.RepoRoot())
@@ -172,10 +179,11 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	if !strings.Contains(log.String(), `"packed":true,"compile_on_use":100`) {
 		b.Fatalf("the pushed bundle was not read packed and compiled on use:\n%s", log.String())
 	}
-	var admitfn, whole, baseline, upstream, firstOnly time.Duration
+	var admitfn, whole, baseline, upstream, handler, firstOnly time.Duration
 	for b.Loop() {
 		baseline += coldStart(b, bin.minimal, dir, body)
 		upstream += coldStart(b, bin.upstream, dir, body)
+		handler += coldStart(b, bin.handler, one, body)
 		admitfn += coldStart(b, bin.server, pushed, body)
 		whole += coldStart(b, bin.server, dir, body)
 		firstOnly += coldStart(b, bin.server, first, body)
@@ -185,10 +193,12 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	b.ReportMetric(float64(whole.Microseconds())/1000/n, "whole-ms")
 	b.ReportMetric(float64(baseline.Microseconds())/1000/n, "minimal-ms")
 	b.ReportMetric(float64(upstream.Microseconds())/1000/n, "upstream-ms")
+	b.ReportMetric(float64(handler.Microseconds())/1000/n, "handler-ms")
 	b.ReportMetric(float64(firstOnly.Microseconds())/1000/n, "first-review-ms")
 	b.ReportMetric(float64(admitfn)/float64(baseline), "x-minimal")
 	b.ReportMetric(float64(whole)/float64(baseline), "whole-x-minimal")
 	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
+	b.ReportMetric(float64(handler)/float64(baseline), "handler-x-minimal")
 	b.ReportMetric(float64(firstOnly)/float64(baseline), "first-review-x-minimal")
 }
 
