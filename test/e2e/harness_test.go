@@ -537,7 +537,8 @@ const (
 	viaLambda front = "lambda" // the Lambda bootstrap behind a Function URL front
 	viaGCF    front = "gcf"    // the Cloud Function in functions-framework-go behind a TLS front
 	// viaPushed is functions/server on the bundle as admitfn push
-	// publishes it, so that it compiles each policy on first use.
+	// publishes it, so that it reads it packed, its YAML parsed at push,
+	// and compiles each policy on first use.
 	viaPushed front = "pushed"
 )
 

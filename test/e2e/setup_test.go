@@ -143,8 +143,8 @@ func startAdmitfnVia(t *testing.T, via front, files map[string]string, name stri
 			t.Fatalf("admitfn push: %v\n%s", err, out)
 		}
 		a = kube.serve(t, pushed, "")
-		if !strings.Contains(a.Logs(), `"compile_on_use":`) {
-			t.Fatalf("the pushed bundle does not compile on use:\n%s", a.Logs())
+		if !strings.Contains(a.Logs(), `"packed":true,"compile_on_use":`) {
+			t.Fatalf("the pushed bundle is not read packed and compiled on use:\n%s", a.Logs())
 		}
 	default:
 		a = kube.serve(t, dir, "")
