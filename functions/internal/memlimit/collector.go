@@ -6,13 +6,15 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+
+	"github.com/admitfn/admitfn/functions/internal/memlimit/initpace"
 )
 
 // LoadGCPercent is the collector's GOGC while the first bundle loads: the heap
 // may grow to five times what is live, which shortens the load
 // (docs/performance.md), and a soft memory limit, if one is set, still
 // bounds it.
-const LoadGCPercent = 400
+const LoadGCPercent = initpace.GCPercent
 
 // Collector keeps the collector's pace: LoadGCPercent during the first
 // load, then the GOGC the process had, or under a memory limit the one
@@ -31,7 +33,11 @@ type Collector struct {
 // keeps, and little else runs meanwhile (a bundle compiled on use: the
 // first reviews).
 func (l Limit) CollectRarely() *Collector {
-	c := &Collector{limit: l, steady: debug.SetGCPercent(LoadGCPercent), loading: true}
+	steady := debug.SetGCPercent(LoadGCPercent)
+	if started, ok := initpace.Take(steady); ok {
+		steady = started
+	}
+	c := &Collector{limit: l, steady: steady, loading: true}
 	if c.steady < 0 || c.steady > LoadGCPercent {
 		debug.SetGCPercent(c.steady)
 		c.loading = false
