@@ -323,7 +323,7 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 		return nil, err
 	}
 	if opts.Pack {
-		data, err := pack(m.Bundle, sources)
+		data, err := pack(sources)
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}

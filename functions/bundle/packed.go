@@ -21,8 +21,7 @@ const PackedKey = ".admitfn/packed.json"
 
 // packed is the packed form. Files are in the manifest's order.
 type packed struct {
-	Bundle string       `json:"bundle"`
-	Files  []packedFile `json:"files"`
+	Files []packedFile `json:"files"`
 }
 
 type packedFile struct {
@@ -40,8 +39,8 @@ var null = []byte("null")
 // pack makes the packed form of sources, in their order; a file that does
 // not split into documents is an error (Publish is given bundles that
 // parse).
-func pack(id string, sources []policy.Source) ([]byte, error) {
-	p := packed{Bundle: id, Files: make([]packedFile, len(sources))}
+func pack(sources []policy.Source) ([]byte, error) {
+	p := packed{Files: make([]packedFile, len(sources))}
 	for i, s := range sources {
 		docs, err := policy.Documents(s.Data)
 		if err != nil {

@@ -115,7 +115,7 @@ func TestPackedBundleIntegrity(t *testing.T) {
 		t.Fatal(err)
 	}
 	signed := &bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(key)}}
-	b.Put(ctx, bundle.PackedKey, bytes.Replace(packed, []byte(`"bundle":"`), []byte(`"bundle":"x`), 1), "")
+	b.Put(ctx, bundle.PackedKey, bytes.Replace(packed, []byte(`"files":[`), []byte(`"files": [`), 1), "")
 	if _, err := signed.Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || !strings.HasPrefix(err.Error(), ".admitfn/packed.json: bundle object does not match its manifest: "+itoa(len(packed)+1)+" bytes, manifest says "+itoa(len(packed))) {
 		t.Fatalf("changed packed object: %v", err)
 	}
@@ -123,8 +123,7 @@ func TestPackedBundleIntegrity(t *testing.T) {
 	// Unsigned manifests that describe a packed object faithfully, which
 	// holds other files than the manifest's.
 	var p struct {
-		Bundle string `json:"bundle"`
-		Files  []struct {
+		Files []struct {
 			Name      string            `json:"name"`
 			Data      []byte            `json:"data"`
 			Documents []json.RawMessage `json:"documents"`

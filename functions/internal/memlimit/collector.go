@@ -10,10 +10,11 @@ import (
 	"github.com/admitfn/admitfn/functions/internal/memlimit/initpace"
 )
 
-// LoadGCPercent is the collector's GOGC while the first bundle loads: the heap
-// may grow to five times what is live, which shortens the load
-// (docs/performance.md), and a soft memory limit, if one is set, still
-// bounds it.
+// LoadGCPercent is the collector's GOGC from part-way through package
+// initialisation (initpace) until the first bundle is loaded: the heap may
+// grow to five times what is live, which shortens the start
+// (docs/performance.md), and a soft memory limit, once set, still bounds
+// it.
 const LoadGCPercent = initpace.GCPercent
 
 // Collector keeps the collector's pace: LoadGCPercent during the first
