@@ -3,8 +3,8 @@ package policy
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
