@@ -98,7 +98,7 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	check := func(i int, data []byte) error { return checkObject(m.Objects[i], data) }
 	var sources []policy.Source
 	if m.Packed != nil {
-		sources, err = f.readPacked(ctx, m, check, m.CompiledBy != nil && *m.CompiledBy == ThisToolchain())
+		sources, err = f.readPacked(ctx, m, check, m.CompiledBy.IsThis())
 	} else {
 		sources, err = f.readAll(ctx, objs, check)
 	}

@@ -86,6 +86,10 @@ func ThisToolchain() Toolchain {
 	return Toolchain{Admitfn: v.Version, Revision: v.Revision, Kubernetes: v.Kubernetes, CEL: v.CEL}
 }
 
+// IsThis reports whether t is set and is the running binary's toolchain:
+// what it compiled, and parsed, this binary would compile and parse alike.
+func (t *Toolchain) IsThis() bool { return t != nil && *t == ThisToolchain() }
+
 // ManifestObject is one object of a bundle.
 type ManifestObject struct {
 	// Key is relative to the bundle's prefix, and is the file's name in the

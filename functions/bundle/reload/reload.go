@@ -347,7 +347,7 @@ func (r *Reloader) compile(snap *bundle.Snapshot, first bool) (*engine.Engine, e
 	if err != nil {
 		return nil, err
 	}
-	if first && snap.CompiledBy != nil && *snap.CompiledBy == bundle.ThisToolchain() {
+	if first && snap.CompiledBy.IsThis() {
 		return engine.NewDeferred(b, r.cfg.Compiler)
 	}
 	return engine.New(b, r.cfg.Compiler)
