@@ -91,15 +91,15 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ManifestKey, err)
 	}
-	objs := make([]store.Object, len(m.Objects))
-	for i, o := range m.Objects {
-		objs[i] = store.Object{Key: o.Key, Version: o.Version}
-	}
 	check := func(i int, data []byte) error { return checkObject(m.Objects[i], data) }
 	var sources []policy.Source
 	if m.Packed != nil {
 		sources, err = f.readPacked(ctx, m, check, m.CompiledBy.IsThis())
 	} else {
+		objs := make([]store.Object, len(m.Objects))
+		for i, o := range m.Objects {
+			objs[i] = store.Object{Key: o.Key, Version: o.Version}
+		}
 		sources, err = f.readAll(ctx, objs, check)
 	}
 	if err != nil {

@@ -34,7 +34,8 @@ type packedFile struct {
 	Documents []json.RawMessage `json:"documents"`
 }
 
-var null = []byte("null")
+// jsonNull is a comment-only document in the packed form.
+var jsonNull = []byte("null")
 
 // pack makes the packed form of sources, in their order; a file that does
 // not split into documents is an error (Publish is given bundles that
@@ -50,7 +51,7 @@ func pack(sources []policy.Source) ([]byte, error) {
 		for j, d := range docs {
 			raw[j] = d
 			if d == nil {
-				raw[j] = null
+				raw[j] = jsonNull
 			}
 		}
 		p.Files[i] = packedFile{Name: s.Name, Data: s.Data, Documents: raw}
@@ -90,7 +91,7 @@ func (f *Fetcher) readPacked(ctx context.Context, m *Manifest, check func(i int,
 		if withDocuments {
 			docs := make([][]byte, len(pf.Documents))
 			for j, d := range pf.Documents {
-				if !bytes.Equal(d, null) {
+				if !bytes.Equal(d, jsonNull) {
 					docs[j] = d
 				}
 			}
