@@ -19,7 +19,10 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
+	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/policy/slowpolicy"
+	"github.com/admitfn/admitfn/functions/bundle"
+	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/hack/build/lambdabuild"
 	"github.com/admitfn/admitfn/test/cgrouptest"
 	"github.com/admitfn/admitfn/test/soak"
@@ -263,6 +266,79 @@ func TestColdStartThenInvocations(t *testing.T) {
 		if !reviewed[id] {
 			t.Errorf("no review line with requestId %s:\n%s", id, fn.stdout)
 		}
+	}
+}
+
+// pushExamples publishes the example bundle to a directory as `admitfn
+// push -p policies/examples --to dir` does with a CLI of the bootstrap's
+// build: compiled by this toolchain, and packed.
+func pushExamples(t testing.TB, dir string) {
+	t.Helper()
+	sources, err := policy.ReadFS(os.DirFS("../../policies/examples"), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.OpenDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := bundle.ThisToolchain()
+	if _, err := bundle.Publish(context.Background(), d, sources, bundle.PublishOptions{CompiledBy: &tc, Pack: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A bundle pushed into the deployment package's policies/ directory, as
+// docs/aws-lambda.md ships one, is read packed and compiled on use: the
+// bootstrap answers as it does from the YAML files, and compiles the rest
+// in the background.
+func TestPushedBundleInTheTaskRoot(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bootstrap")
+	data, err := os.ReadFile(bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pushExamples(t, filepath.Join(root, "policies"))
+	api, err := lambdatest.NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	fn := start(t, bin, api)
+	for _, name := range []string{"function-url-warn", "function-url-deny", "http-api-stage-mutate", "rest-api-allow-v1beta1"} {
+		res := invoke(t, api, event(t, name))
+		if res.Err != nil {
+			t.Fatalf("%s: function error %v\n%s", name, res.Err, fn.stdout)
+		}
+		if got, want := readable(t, res.Payload), goldenResponse(t, name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: response differs from the adapter's golden file\n got: %v\nwant: %v", name, got, want)
+		}
+	}
+	// Settled once the background compile and client-go's schema are done.
+	for deadline := time.Now().Add(patience); !strings.Contains(fn.stdout.String(), `"gomaxprocs":1,`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the bootstrap never settled:\n%s", fn.stdout)
+		}
+	}
+	var loaded []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(fn.stdout.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if m["message"] == "policy bundle loaded" {
+			loaded = append(loaded, m)
+		}
+		if m["level"] == "error" {
+			t.Errorf("error logged: %s", line)
+		}
+	}
+	if len(loaded) != 1 || loaded[0]["policies"] != filepath.Join(root, "policies") || loaded[0]["packed"] != true || loaded[0]["compile_on_use"] != float64(12) || loaded[0]["files"] != float64(12) {
+		t.Errorf("load lines: %v", loaded)
 	}
 }
 
