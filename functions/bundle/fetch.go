@@ -95,12 +95,16 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	var sources []policy.Source
 	if m.Packed != nil {
 		sources, err = f.readPacked(ctx, m, check, m.CompiledBy.IsThis())
-	} else {
-		objs := make([]store.Object, len(m.Objects))
-		for i, o := range m.Objects {
-			objs[i] = store.Object{Key: o.Key, Version: o.Version}
+		// A directory's files are what its users read and edit in place: a
+		// file changed or removed since the push is an error, as it is
+		// without the packed form, not a bundle served from the packed
+		// copy. Reading them is local and cheap; from a bucket it is what
+		// the packed form saves.
+		if err == nil && !f.remote() {
+			_, err = f.readAll(ctx, manifestObjects(m), check)
 		}
-		sources, err = f.readAll(ctx, objs, check)
+	} else {
+		sources, err = f.readAll(ctx, manifestObjects(m), check)
 	}
 	if err != nil {
 		return nil, err
@@ -112,16 +116,29 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Token: obj.ETag}, nil
 }
 
+// manifestObjects are the objects m names, each at its version.
+func manifestObjects(m *Manifest) []store.Object {
+	objs := make([]store.Object, len(m.Objects))
+	for i, o := range m.Objects {
+		objs[i] = store.Object{Key: o.Key, Version: o.Version}
+	}
+	return objs
+}
+
+// remote reports whether the bundle is in an object store rather than a
+// directory.
+func (f *Fetcher) remote() bool {
+	loc, err := store.ParseLocation(f.Bucket.Location())
+	return err == nil && loc.Remote()
+}
+
 // current refuses a manifest published for another location or expired.
 // Signed manifests at a bucket must say both, and carry a serial, or the
 // signature would not bind them: an old signed manifest without them could
 // be put back anywhere, forever.
 func (f *Fetcher) current(m *Manifest) error {
 	here := f.Bucket.Location()
-	remote := false
-	if loc, err := store.ParseLocation(here); err == nil {
-		remote = loc.Remote()
-	}
+	remote := f.remote()
 	if len(f.Keys) > 0 && remote {
 		var missing []string
 		if m.Serial <= 0 {

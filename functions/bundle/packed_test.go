@@ -86,14 +86,37 @@ func TestPackedBundle(t *testing.T) {
 			if !snap.Packed || !reflect.DeepEqual(snap.Sources, tc.want) || snap.BundleID != policy.ID(bundleDocs) {
 				t.Fatalf("snapshot %+v", snap)
 			}
-			// The files are not read: the manifest pins the packed object.
-			if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+			// A directory's files are still checked: one edited or removed
+			// since the push is an error, not a bundle served from the
+			// packed copy.
+			a := filepath.Join(dir, "a.yaml")
+			if err := os.WriteFile(a, []byte("kind: C\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil {
+			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: 8 bytes, manifest says "+itoa(len(bundleDocs[0].Data)) {
+				t.Fatalf("a file edited: %v", err)
+			}
+			if err := os.Remove(a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, store.ErrNotFound) || err.Error() != "a.yaml: object not found" {
 				t.Fatalf("a file removed: %v", err)
 			}
 		})
+	}
+
+	// From a bucket the files are not read: the manifest pins the packed
+	// object.
+	dir := t.TempDir()
+	b := at{store.NewDir(dir), "s3://bucket/prod"}
+	if _, err := bundle.Publish(ctx, b, bundleDocs, bundle.PublishOptions{Pack: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil || !snap.Packed || !reflect.DeepEqual(snap.Sources, bundleDocs) {
+		t.Fatalf("a file removed from a bucket: %v", err)
 	}
 	// The documents are policy.Documents', a comment-only one null.
 	docs := withDocuments(t, bundleDocs)[0].Documents
