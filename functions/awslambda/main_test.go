@@ -437,11 +437,17 @@ func TestLambdaDeadlineBoundsASlowReview(t *testing.T) {
 func TestInitErrors(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "policy.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: broken}\nspec:\n  validations:\n  - expression: \"object.spec.replicas >\"\n"), 0o644)
+	// A pushed bundle with a file edited by hand since: not served from
+	// the packed copy.
+	edited := t.TempDir()
+	pushExamples(t, edited)
+	os.WriteFile(filepath.Join(edited, "01-basic.yaml"), []byte("# edited\n"), 0o644)
 	for _, tc := range []struct {
 		name, env, errorType, message string
 	}{
 		{"bad bundle", "ADMITFN_POLICIES=" + bad, "Runtime.BundleError", "load " + bad + ": "},
 		{"missing bundle", "ADMITFN_POLICIES=/nonexistent/policies", "Runtime.BundleError", "load /nonexistent/policies: "},
+		{"pushed bundle edited", "ADMITFN_POLICIES=" + edited, "Runtime.BundleError", "load " + edited + ": 01-basic.yaml: bundle object does not match its manifest: 9 bytes, manifest says "},
 		{"bad log level", "ADMITFN_LOG_LEVEL=loud", "Runtime.ConfigError", `invalid log level "loud": want debug, info, warn or error`},
 		{"bad refresh interval", "ADMITFN_REFRESH_INTERVAL=soon", "Runtime.ConfigError", `refresh interval "soon": want a duration such as 30s, or 0 to turn refresh off`},
 		{"bad public key", "ADMITFN_BUNDLE_PUBLIC_KEY=abc", "Runtime.ConfigError", `configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key "abc": want a PEM PUBLIC KEY or 32 bytes in base64`},
