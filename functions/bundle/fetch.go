@@ -66,10 +66,11 @@ const listToken = "list:"
 
 // Fetch returns the bundle at the location, or ErrNotModified when its
 // token is still prev. With a manifest, it reads exactly the objects the
-// manifest names (by version where the store keeps them) and verifies each
-// one's size and sha256, and the bundle ID, so it returns the whole upload
-// the manifest describes or an error. Without one, it reads every policy
-// file listed under the prefix.
+// manifest names (by version where the store keeps them; from a bucket, the
+// packed one alone when the manifest names it) and verifies each one's size
+// and sha256, and the bundle ID, so it returns the whole upload the
+// manifest describes or an error. Without one, it reads every policy file
+// listed under the prefix.
 func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	ifNoneMatch := prev
 	if strings.HasPrefix(prev, listToken) {
@@ -257,8 +258,9 @@ type PublishOptions struct {
 	// compiled the sources without error.
 	CompiledBy *Toolchain
 	// Pack also writes the packed form of the bundle (PackedKey), named by
-	// the manifest, which functions read instead of the files; unless it
-	// would be larger than a function reads (store.MaxObjectBytes).
+	// the manifest, which functions read instead of the files from a
+	// bucket (a directory's files are still checked); unless it would be
+	// larger than a function reads (store.MaxObjectBytes).
 	Pack bool
 	// Uploaded, when set, is called after each object is stored, one call
 	// at a time.

@@ -66,8 +66,8 @@ type Manifest struct {
 	Objects    []ManifestObject `json:"objects"`
 	// Packed, when set, is the object at PackedKey holding every object of
 	// Objects, in their order, with its documents parsed: functions read it
-	// instead of the objects, and check each file it holds as they would
-	// the object. Optional.
+	// instead of the objects from a bucket (beside them from a directory),
+	// and check each file it holds as they would the object. Optional.
 	Packed *ManifestObject `json:"packed,omitempty"`
 }
 
