@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,9 +94,20 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%s: %w", ManifestKey, err)
 	}
 	check := func(i int, data []byte) error { return checkObject(m.Objects[i], data) }
+	if !f.remote() {
+		if err := f.unlisted(ctx, m); err != nil {
+			return nil, err
+		}
+	}
 	var sources []policy.Source
 	if m.Packed != nil {
-		sources, err = f.readPacked(ctx, m, check, m.CompiledBy.IsThis())
+		// The packed documents replace parsing the files only where a
+		// signature binds them to the files: a verified manifest (decode
+		// verified it, as keys are configured) names the packed object's
+		// digest, and was written by a push that made the documents from
+		// those files. Without one, whoever edits packed.json could make a
+		// function enforce documents that no reviewed file says.
+		sources, err = f.readPacked(ctx, m, check, m.CompiledBy.IsThis() && len(f.Keys) > 0)
 		// A directory's files are what its users read and edit in place: a
 		// file changed or removed since the push is an error, as it is
 		// without the packed form, not a bundle served from the packed
@@ -115,6 +127,31 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
 	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Token: obj.ETag}, nil
+}
+
+// unlisted refuses a directory holding a policy file its manifest does not
+// name: one added after the push would be read by every CLI command and
+// enforced by no function. A bucket keeps what earlier pushes left, and
+// only the manifest is read there.
+func (f *Fetcher) unlisted(ctx context.Context, m *Manifest) error {
+	objs, err := f.Bucket.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	named := make(map[string]bool, len(m.Objects))
+	for _, o := range m.Objects {
+		named[o.Key] = true
+	}
+	var extra []string
+	for _, o := range objs {
+		if bundleKey(o.Key) && !named[o.Key] {
+			extra = append(extra, o.Key)
+		}
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("%w: %s, not named by %s, which the bundle was pushed with: push the bundle again (admitfn push -p … --to %s) to include it, or remove it", ErrUnlisted, strings.Join(extra, ", "), ManifestKey, f.Bucket.Location())
+	}
+	return nil
 }
 
 // manifestObjects are the objects m names, each at its version.
@@ -155,12 +192,15 @@ func (f *Fetcher) current(m *Manifest) error {
 			return fmt.Errorf("%w: a signed manifest must carry %s (publish it with this version of admitfn push)", ErrInvalidManifest, strings.Join(missing, ", "))
 		}
 	}
-	if m.Location != "" && m.Location != here {
-		return fmt.Errorf("%w: published for %s, read from %s", ErrWrongLocation, m.Location, here)
-	}
 	now := time.Now
 	if f.Now != nil {
 		now = f.Now
+	}
+	if limit := serialLimit(now()); m.Serial > limit {
+		return fmt.Errorf("%w: serial %d is more than %d days ahead of this function's clock (at most %d now)", ErrInvalidManifest, m.Serial, MaxSerialLead/86400, limit)
+	}
+	if m.Location != "" && m.Location != here {
+		return fmt.Errorf("%w: published for %s, read from %s", ErrWrongLocation, m.Location, here)
 	}
 	if !m.Expires.IsZero() && !now().Before(m.Expires) {
 		return fmt.Errorf("%w: expired at %s (re-sign it with admitfn push --resign)", ErrExpired, m.Expires.UTC().Format(time.RFC3339))
@@ -249,6 +289,14 @@ const DefaultExpiry = 30 * 24 * time.Hour
 type PublishOptions struct {
 	// SignKey, when set, signs the manifest.
 	SignKey ed25519.PrivateKey
+	// TrustedKeys are the keys functions verify manifests with, besides
+	// SignKey's own. The serial follows only a present manifest that
+	// verifies with one of them; and with any, an unsigned publish is
+	// refused, as functions would refuse it.
+	TrustedKeys []ed25519.PublicKey
+	// Warn, when set, is told what the publish ignored (a manifest in the
+	// way that functions would not accept).
+	Warn func(string)
 	// Now stamps the manifest (time.Now when zero).
 	Now time.Time
 	// Expiry is how long a manifest published to a bucket stays valid
@@ -267,6 +315,12 @@ type PublishOptions struct {
 	Uploaded func(ManifestObject)
 }
 
+func (o PublishOptions) warn(msg string) {
+	if o.Warn != nil {
+		o.Warn(msg)
+	}
+}
+
 func (o PublishOptions) now() time.Time {
 	if o.Now.IsZero() {
 		return time.Now().UTC().Truncate(time.Second)
@@ -274,22 +328,26 @@ func (o PublishOptions) now() time.Time {
 	return o.Now.UTC().Truncate(time.Second)
 }
 
-// stamp gives m the serial after the location's present manifest, and at a
-// bucket its location and expiry.
-func stamp(ctx context.Context, bucket store.Bucket, m *Manifest, opts PublishOptions) error {
+// MaxSerialLead is how far a manifest's serial may run ahead of the clock,
+// in seconds. Push stamps the larger of the time in Unix seconds and the
+// previous serial plus one, so only more than one push a second, kept up
+// for a year, would reach it; a serial beyond it is a forgery or a
+// mistake, and accepting it would make every honest push after it look
+// like a rollback.
+const MaxSerialLead = 366 * 24 * 60 * 60
+
+// serialLimit is the highest serial a function accepts at now.
+func serialLimit(now time.Time) int64 { return now.Unix() + MaxSerialLead }
+
+// stamp gives m the serial after prev, the serial of the manifest it
+// replaces (0 for none), and at a bucket its location and expiry.
+func stamp(bucket store.Bucket, m *Manifest, prev int64, opts PublishOptions) error {
 	now := opts.now()
-	// The serial follows the present manifest's, read whatever it is (its
-	// signature is no concern here), and is at least the time in Unix
-	// seconds: serials keep increasing even after a manifest is lost.
-	m.Serial = now.Unix()
-	raw, _, err := bucket.Get(ctx, ManifestKey, "")
-	switch {
-	case err == nil:
-		if old, derr := decode(raw, nil); derr == nil && old.Serial >= m.Serial {
-			m.Serial = old.Serial + 1
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("read the present manifest: %w", err)
+	// At least the time in Unix seconds: serials keep increasing even
+	// after a manifest is lost.
+	m.Serial = max(now.Unix(), prev+1)
+	if limit := serialLimit(now); prev >= limit || m.Serial > limit {
+		return fmt.Errorf("publish: serial %d would be more than %d days ahead of the clock, which functions refuse; the manifest it replaces has serial %d", m.Serial, MaxSerialLead/86400, prev)
 	}
 	m.Location, m.Expires = "", time.Time{}
 	if loc, err := store.ParseLocation(bucket.Location()); err == nil && loc.Remote() {
@@ -302,6 +360,64 @@ func stamp(ctx context.Context, bucket store.Bucket, m *Manifest, opts PublishOp
 	return nil
 }
 
+// trusted are the keys a publish verifies the present manifest with, and
+// reads its own back with: opts.TrustedKeys and the signing key's own.
+func (o PublishOptions) trusted() []ed25519.PublicKey {
+	keys := slices.Clone(o.TrustedKeys)
+	if o.SignKey != nil {
+		keys = append(keys, o.SignKey.Public().(ed25519.PublicKey))
+	}
+	return keys
+}
+
+// previousSerial is the serial a new manifest at bucket must exceed: that
+// of the present manifest, when functions would accept it. Whoever can
+// write the bucket can put a manifest there, with any serial: with trusted
+// keys, only one that verifies with one of them and names this location
+// counts; without, only one whose serial is within what functions accept.
+// A manifest that does not count is reported through opts.Warn.
+func previousSerial(ctx context.Context, bucket store.Bucket, opts PublishOptions) (int64, error) {
+	raw, _, err := bucket.Get(ctx, ManifestKey, "")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the present manifest: %w", err)
+	}
+	keys := opts.trusted()
+	old, err := decode(raw, keys)
+	switch {
+	case err != nil && len(keys) > 0:
+		opts.warn(fmt.Sprintf("the manifest at %s does not verify with a trusted key (%v): its serial is not followed", bucket.Location(), err))
+		return 0, nil
+	case err != nil:
+		opts.warn(fmt.Sprintf("the manifest at %s does not decode (%v): its serial is not followed", bucket.Location(), err))
+		return 0, nil
+	case old.Location != "" && old.Location != bucket.Location():
+		opts.warn(fmt.Sprintf("the manifest at %s was published for %s: its serial is not followed", bucket.Location(), old.Location))
+		return 0, nil
+	case old.Serial < 0 || old.Serial > serialLimit(opts.now()):
+		opts.warn(fmt.Sprintf("the manifest at %s has serial %d, which functions refuse: it is not followed (functions still serving it refuse this push as a rollback until they restart)", bucket.Location(), old.Serial))
+		return 0, nil
+	}
+	return old.Serial, nil
+}
+
+// readBack fetches what a publish wrote as a function that trusts its keys
+// would, and fails on anything such a function would refuse, or on another
+// manifest than m (a concurrent push).
+func readBack(ctx context.Context, bucket store.Bucket, m *Manifest, opts PublishOptions) error {
+	f := &Fetcher{Bucket: bucket, Keys: opts.trusted(), Now: opts.now}
+	snap, err := f.Fetch(ctx, "")
+	if err != nil {
+		return fmt.Errorf("read back the published bundle: %w", err)
+	}
+	if snap.Serial != m.Serial || snap.BundleID != m.Bundle {
+		return fmt.Errorf("read back the published bundle: the location holds bundle %s with serial %d, not bundle %s with serial %d: another push replaced it", snap.BundleID, snap.Serial, m.Bundle, m.Serial)
+	}
+	return nil
+}
+
 // Publish uploads sources (a bundle that compiles: the caller checks) to
 // bucket, then writes their manifest last, so readers switch from the old
 // bundle to the new one in one step.
@@ -309,8 +425,24 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if len(sources) == 0 {
 		return nil, errors.New("publish: no files")
 	}
+	if opts.SignKey == nil && len(opts.TrustedKeys) > 0 {
+		return nil, fmt.Errorf("publish: functions that trust key %s refuse an unsigned bundle: sign it", KeyID(opts.TrustedKeys[0]))
+	}
+	for _, s := range sources {
+		if len(s.Data) > store.MaxObjectBytes {
+			return nil, fmt.Errorf("publish: %s is %d bytes, larger than functions read (%d MiB a file)", s.Name, len(s.Data), store.MaxObjectBytes>>20)
+		}
+	}
+	prev, err := previousSerial(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	stale, err := staleFiles(ctx, bucket, sources)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.now(), CompiledBy: opts.CompiledBy}
-	if err := stamp(ctx, bucket, m, opts); err != nil {
+	if err := stamp(bucket, m, prev, opts); err != nil {
 		return nil, err
 	}
 	m.Objects = make([]ManifestObject, len(sources))
@@ -359,7 +491,62 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err
 	}
+	for _, key := range stale {
+		if err := bucket.(remover).Remove(key); err != nil {
+			return nil, fmt.Errorf("publish: remove %s, which the bundle no longer has: %w", key, err)
+		}
+	}
+	if err := readBack(ctx, bucket, m, opts); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// remover is a directory's: a bucket keeps old objects, which its manifest
+// does not name, while a directory must hold exactly what its manifest
+// names.
+type remover interface{ Remove(key string) error }
+
+// staleFiles are the files of a directory that an earlier push wrote and
+// sources no longer have: Publish removes them once the new manifest is
+// written. A policy file there that neither an earlier manifest nor sources
+// name is an error: push does not delete what it did not write, and a
+// function would refuse the directory with it. Buckets have none.
+func staleFiles(ctx context.Context, bucket store.Bucket, sources []policy.Source) ([]string, error) {
+	_, ok := bucket.(remover)
+	if loc, err := store.ParseLocation(bucket.Location()); !ok || err != nil || loc.Remote() {
+		return nil, nil
+	}
+	objs, err := bucket.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	pushed := map[string]bool{}
+	if raw, _, err := bucket.Get(ctx, ManifestKey, ""); err == nil {
+		if old, err := decode(raw, nil); err == nil {
+			for _, o := range old.Objects {
+				pushed[o.Key] = true
+			}
+		}
+	}
+	wanted := make(map[string]bool, len(sources))
+	for _, s := range sources {
+		wanted[s.Name] = true
+	}
+	var stale, foreign []string
+	for _, o := range objs {
+		switch {
+		case !bundleKey(o.Key) || wanted[o.Key]:
+		case pushed[o.Key]:
+			stale = append(stale, o.Key)
+		default:
+			foreign = append(foreign, o.Key)
+		}
+	}
+	if len(foreign) > 0 {
+		return nil, fmt.Errorf("publish: %s holds %s, which is not part of the bundle nor of an earlier push: remove it, or push to an empty directory", bucket.Location(), strings.Join(foreign, ", "))
+	}
+	return stale, nil
 }
 
 // ErrNothingToResign: the location holds no manifest.
@@ -391,10 +578,16 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if bundleID != "" && m.Bundle != bundleID {
 		return nil, fmt.Errorf("%s names bundle %s, not %s, the bundle of the given policies: push them instead", ManifestKey, m.Bundle, bundleID)
 	}
-	if err := stamp(ctx, bucket, m, opts); err != nil {
+	if m.Serial < 0 || m.Serial > serialLimit(opts.now()) {
+		return nil, fmt.Errorf("%s: %w: serial %d is out of the range functions accept; push the bundle instead", ManifestKey, ErrInvalidManifest, m.Serial)
+	}
+	if err := stamp(bucket, m, m.Serial, opts); err != nil {
 		return nil, err
 	}
 	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
+		return nil, err
+	}
+	if err := readBack(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}
 	return m, nil

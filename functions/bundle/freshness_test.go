@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +74,11 @@ func TestManifestNamesItsLocationSerialAndExpiry(t *testing.T) {
 	}
 
 	// A directory is part of a deployment: its manifest names no location
-	// and does not expire; serials still increase.
+	// and does not expire; serials still increase, from its own manifests
+	// only (the one there was published for the bucket).
 	m3 := publishAt(t, dir, bundleA, key, t0, time.Hour)
-	if m3.Location != "" || !m3.Expires.IsZero() || m3.Serial != m2.Serial+1 {
+	m3 = publishAt(t, dir, bundleA, key, t0, time.Hour)
+	if m3.Location != "" || !m3.Expires.IsZero() || m3.Serial != t0.Unix()+1 {
 		t.Fatalf("directory manifest: %+v", m3)
 	}
 	if _, err := fetchAt(dir, key, t0.AddDate(10, 0, 0)); err != nil {
@@ -206,5 +209,156 @@ func TestResign(t *testing.T) {
 	publishAt(t, prod, bundleA, nil, t0, 0)
 	if _, err := resign(prod, key, "", later); !errors.Is(err, bundle.ErrUnsigned) {
 		t.Fatalf("unsigned manifest: %v", err)
+	}
+}
+
+// forge writes, at b, a manifest of bundleA with serial and signer key (nil:
+// unsigned), as anyone who can write the bucket can.
+func forge(t *testing.T, b store.Bucket, loc string, serial int64, key ed25519.PrivateKey) {
+	t.Helper()
+	m := &bundle.Manifest{APIVersion: bundle.ManifestAPIVersion, Kind: bundle.ManifestKind, Serial: serial, Location: loc, Expires: t0.Add(time.Hour),
+		Objects: []bundle.ManifestObject{{Key: "a.yaml", Size: 8, SHA256: sha("kind: A\n")}}}
+	data, err := bundle.Encode(m, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(context.Background(), bundle.ManifestKey, data, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A bucket writer without the signing key cannot steer the serial of the
+// next signed push: a forged manifest in the way is reported and not
+// followed, so its serial can neither wrap the next one negative nor push
+// it so far ahead that every later honest push looks like a rollback.
+func TestPushDoesNotFollowAnUnverifiedSerial(t *testing.T) {
+	ctx := context.Background()
+	key, other := newKey(t), newKey(t)
+	prod := at{store.NewDir(t.TempDir()), "s3://policies/prod"}
+	first := publishAt(t, prod, bundleA, key, t0, time.Hour)
+	serving, err := fetchAt(prod, key, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(time.Minute)
+	for name, tc := range map[string]struct {
+		serial int64
+		signer ed25519.PrivateKey
+		loc    string
+		want   string
+	}{
+		"unsigned, the largest serial": {1<<63 - 1, nil, "s3://policies/prod", "the manifest at s3://policies/prod does not verify with a trusted key (bundle is not signed): its serial is not followed"},
+		"unsigned, far ahead":          {1e15, nil, "s3://policies/prod", "the manifest at s3://policies/prod does not verify with a trusted key (bundle is not signed): its serial is not followed"},
+		"another key":                  {1e15, other, "s3://policies/prod", "the manifest at s3://policies/prod does not verify with a trusted key (bundle signature does not verify (signed by key " + bundle.KeyID(pub(other)) + ")): its serial is not followed"},
+		"signed for staging":           {1e15, key, "s3://policies/staging", "the manifest at s3://policies/prod was published for s3://policies/staging: its serial is not followed"},
+		"signed, beyond the limit":     {1e15, key, "s3://policies/prod", "the manifest at s3://policies/prod has serial 1000000000000000, which functions refuse: it is not followed (functions still serving it refuse this push as a rollback until they restart)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forge(t, prod, tc.loc, tc.serial, tc.signer)
+			var warnings []string
+			m, err := bundle.Publish(ctx, prod, bundleA, bundle.PublishOptions{SignKey: key, Now: later, Expiry: time.Hour, Warn: func(s string) { warnings = append(warnings, s) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Serial != later.Unix() || len(warnings) != 1 || warnings[0] != tc.want {
+				t.Fatalf("serial %d (want %d), warnings %q\nwant %q", m.Serial, later.Unix(), warnings, tc.want)
+			}
+			// A function that served the first push takes this one.
+			next, err := fetchAt(prod, key, later)
+			if err != nil || bundle.Newer(serving, next) != nil || next.Serial <= first.Serial {
+				t.Fatalf("a function serving serial %d: %+v %v %v", first.Serial, next, err, bundle.Newer(serving, next))
+			}
+		})
+	}
+}
+
+// Functions refuse a serial out of the range push writes: negative, or more
+// than MaxSerialLead ahead of their clock, even under a valid signature.
+func TestFunctionsRefuseSerialsOutOfRange(t *testing.T) {
+	key := newKey(t)
+	prod := at{store.NewDir(t.TempDir()), "s3://policies/prod"}
+	publishAt(t, prod, bundleA[:1], key, t0, time.Hour)
+	limit := t0.Unix() + bundle.MaxSerialLead
+	forge(t, prod, "s3://policies/prod", limit, key)
+	if snap, err := fetchAt(prod, key, t0); err != nil || snap.Serial != limit {
+		t.Fatalf("serial at the limit: %+v %v", snap, err)
+	}
+	for serial, want := range map[int64]string{
+		limit + 1: fmt.Sprintf(".admitfn/manifest.json: invalid bundle manifest: serial %d is more than 366 days ahead of this function's clock (at most %d now)", limit+1, limit),
+		1<<63 - 1: fmt.Sprintf(".admitfn/manifest.json: invalid bundle manifest: serial %d is more than 366 days ahead of this function's clock (at most %d now)", int64(1<<63-1), limit),
+		-5:        ".admitfn/manifest.json: invalid bundle manifest: serial -5 is negative",
+	} {
+		forge(t, prod, "s3://policies/prod", serial, key)
+		if _, err := fetchAt(prod, key, t0); !errors.Is(err, bundle.ErrInvalidManifest) || !bundle.Refused(err) || err.Error() != want {
+			t.Errorf("serial %d: %v\nwant %s", serial, err, want)
+		}
+	}
+}
+
+// Push never writes a serial functions refuse, nor one that does not exceed
+// the verified one: at the limit it fails, and writes nothing.
+func TestPushRefusesASerialFunctionsWouldRefuse(t *testing.T) {
+	ctx := context.Background()
+	key := newKey(t)
+	prod := at{store.NewDir(t.TempDir()), "s3://policies/prod"}
+	limit := t0.Unix() + bundle.MaxSerialLead
+	forge(t, prod, "s3://policies/prod", limit, key)
+	before, _, _ := prod.Get(ctx, bundle.ManifestKey, "")
+	_, err := bundle.Publish(ctx, prod, bundleA, bundle.PublishOptions{SignKey: key, Now: t0})
+	want := fmt.Sprintf("publish: serial %d would be more than 366 days ahead of the clock, which functions refuse; the manifest it replaces has serial %d", limit+1, limit)
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	if _, err := bundle.Resign(ctx, prod, "", bundle.PublishOptions{SignKey: key, Now: t0}); err == nil || err.Error() != want {
+		t.Fatalf("re-sign: %v\nwant %s", err, want)
+	}
+	if after, _, _ := prod.Get(ctx, bundle.ManifestKey, ""); string(after) != string(before) {
+		t.Fatal("a refused push replaced the manifest")
+	}
+	// Functions that trust a key refuse an unsigned bundle: so does push,
+	// before it uploads anything.
+	empty := at{store.NewDir(t.TempDir()), "s3://policies/prod"}
+	_, err = bundle.Publish(ctx, empty, bundleA, bundle.PublishOptions{TrustedKeys: []ed25519.PublicKey{pub(key)}, Now: t0})
+	if want := "publish: functions that trust key " + bundle.KeyID(pub(key)) + " refuse an unsigned bundle: sign it"; err == nil || err.Error() != want {
+		t.Fatalf("unsigned with a trusted key: %v\nwant %s", err, want)
+	}
+	if objs, _ := empty.List(ctx); len(objs) != 0 {
+		t.Fatalf("a refused push uploaded %d objects", len(objs))
+	}
+}
+
+// replacing is a bucket where another push lands right after each manifest
+// written through it.
+type replacing struct {
+	store.Bucket
+	after []byte
+}
+
+func (r replacing) Put(ctx context.Context, key string, data []byte, ct string) (store.Object, error) {
+	if key == bundle.ManifestKey {
+		data = r.after
+	}
+	return r.Bucket.Put(ctx, key, data, ct)
+}
+
+// Push reads back what it wrote as a function would, and fails when that is
+// not what it published.
+func TestPushReadsBackWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	key := newKey(t)
+	dir := store.NewDir(t.TempDir())
+	prod := at{dir, "s3://policies/prod"}
+	publishAt(t, prod, bundleA, key, t0, time.Hour)
+	other, _, _ := prod.Get(ctx, bundle.ManifestKey, "")
+	_, err := bundle.Publish(ctx, replacing{prod, other}, bundleA, bundle.PublishOptions{SignKey: key, Now: t0.Add(time.Minute), Expiry: time.Hour})
+	want := fmt.Sprintf("read back the published bundle: the location holds bundle %s with serial %d, not bundle %s with serial %d: another push replaced it", policy.ID(bundleA), t0.Unix(), policy.ID(bundleA), t0.Add(time.Minute).Unix())
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	// A store that keeps something else than what was written: functions
+	// would refuse it, and so does push.
+	_, err = bundle.Publish(ctx, replacing{prod, []byte("{}")}, bundleA, bundle.PublishOptions{SignKey: key, Now: t0.Add(time.Minute)})
+	if !errors.Is(err, bundle.ErrInvalidManifest) || err.Error() != "read back the published bundle: .admitfn/manifest.json: invalid bundle manifest: no manifest field" {
+		t.Fatalf("manifest not kept: %v", err)
 	}
 }

@@ -134,13 +134,16 @@ var (
 	// ErrRollback: the manifest is older than the one serving, or has its
 	// serial with other objects.
 	ErrRollback = errors.New("bundle manifest is not newer than the one serving")
+	// ErrUnlisted: a directory holds a policy file its manifest does not
+	// name.
+	ErrUnlisted = errors.New("bundle directory holds a policy file its manifest does not name")
 )
 
 // Refused reports whether err is a refusal of a manifest for what it says or
 // who signed it, as opposed to a store that could not be read: what an
 // attacker with write access to the bucket, but no signing key, can cause.
 func Refused(err error) bool {
-	for _, e := range []error{ErrUnsigned, ErrBadSignature, ErrIntegrity, ErrInvalidManifest, ErrWrongLocation, ErrExpired, ErrRollback} {
+	for _, e := range []error{ErrUnsigned, ErrBadSignature, ErrIntegrity, ErrInvalidManifest, ErrWrongLocation, ErrExpired, ErrRollback, ErrUnlisted} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -231,6 +234,9 @@ func verify(env envelope, keys []ed25519.PublicKey) error {
 func (m *Manifest) validate() error {
 	if m.APIVersion != ManifestAPIVersion || m.Kind != ManifestKind {
 		return fmt.Errorf("apiVersion %q, kind %q: want %s %s", m.APIVersion, m.Kind, ManifestAPIVersion, ManifestKind)
+	}
+	if m.Serial < 0 {
+		return fmt.Errorf("serial %d is negative", m.Serial)
 	}
 	if len(m.Objects) == 0 {
 		return errors.New("no objects")

@@ -53,19 +53,22 @@ func TestPackedBundle(t *testing.T) {
 	this := bundle.ThisToolchain()
 	other := this
 	other.CEL = "v0.0.1"
+	key := newKey(t)
 	for name, tc := range map[string]struct {
 		compiledBy *bundle.Toolchain
+		key        ed25519.PrivateKey
 		want       []policy.Source
 	}{
-		"this build":    {&this, withDocuments(t, bundleDocs)},
-		"another build": {&other, bundleDocs},
-		"no toolchain":  {nil, bundleDocs},
+		"this build, signed":   {&this, key, withDocuments(t, bundleDocs)},
+		"this build, unsigned": {&this, nil, bundleDocs},
+		"another build":        {&other, key, bundleDocs},
+		"no toolchain":         {nil, key, bundleDocs},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			b := store.NewDir(dir)
 			var uploaded []string
-			m, err := bundle.Publish(ctx, b, bundleDocs, bundle.PublishOptions{Pack: true, CompiledBy: tc.compiledBy, Uploaded: func(o bundle.ManifestObject) { uploaded = append(uploaded, o.Key) }})
+			m, err := bundle.Publish(ctx, b, bundleDocs, bundle.PublishOptions{SignKey: tc.key, Pack: true, CompiledBy: tc.compiledBy, Uploaded: func(o bundle.ManifestObject) { uploaded = append(uploaded, o.Key) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +82,11 @@ func TestPackedBundle(t *testing.T) {
 			if uploaded[len(uploaded)-1] != bundle.PackedKey || len(uploaded) != 3 {
 				t.Fatalf("uploaded %q: the files, then the packed object", uploaded)
 			}
-			snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+			f := &bundle.Fetcher{Bucket: b}
+			if tc.key != nil {
+				f.Keys = []ed25519.PublicKey{pub(tc.key)}
+			}
+			snap, err := f.Fetch(ctx, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,13 +100,13 @@ func TestPackedBundle(t *testing.T) {
 			if err := os.WriteFile(a, []byte("kind: C\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: 8 bytes, manifest says "+itoa(len(bundleDocs[0].Data)) {
+			if _, err := f.Fetch(ctx, ""); !errors.Is(err, bundle.ErrIntegrity) || err.Error() != "a.yaml: bundle object does not match its manifest: 8 bytes, manifest says "+itoa(len(bundleDocs[0].Data)) {
 				t.Fatalf("a file edited: %v", err)
 			}
 			if err := os.Remove(a); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); !errors.Is(err, store.ErrNotFound) || err.Error() != "a.yaml: object not found" {
+			if _, err := f.Fetch(ctx, ""); !errors.Is(err, store.ErrNotFound) || err.Error() != "a.yaml: object not found" {
 				t.Fatalf("a file removed: %v", err)
 			}
 		})
@@ -237,3 +244,48 @@ func TestPackedObjectKey(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// What a function enforces comes from the files it checked: documents
+// edited in packed.json, under an unsigned manifest that names the edited
+// object's digest, are not what it compiles, while every file still
+// matches the manifest. Under a signature, an edit fails the digest.
+func TestPackedDocumentsAreBoundToTheFiles(t *testing.T) {
+	ctx := context.Background()
+	this := bundle.ThisToolchain()
+	for _, loc := range []string{"", "s3://bucket/prod"} {
+		t.Run("at "+loc, func(t *testing.T) {
+			var b store.Bucket = store.NewDir(t.TempDir())
+			if loc != "" {
+				b = at{b, loc}
+			}
+			m, err := bundle.Publish(ctx, b, bundleDocs, bundle.PublishOptions{Pack: true, CompiledBy: &this})
+			if err != nil {
+				t.Fatal(err)
+			}
+			packed, _, err := b.Get(ctx, bundle.PackedKey, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged := bytes.Replace(packed, []byte(`{"kind":"A"}`), []byte(`{"kind":"Z"}`), 1)
+			if bytes.Equal(forged, packed) {
+				t.Fatalf("no document to edit in %s", packed)
+			}
+			b.Put(ctx, bundle.PackedKey, forged, "")
+			mm := *m
+			mm.Packed = &bundle.ManifestObject{Key: bundle.PackedKey, Size: int64(len(forged)), SHA256: sha(string(forged))}
+			env, err := bundle.Encode(&mm, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Put(ctx, bundle.ManifestKey, env, "")
+			snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// No documents: policy.Parse parses the files' YAML.
+			if !snap.Packed || !reflect.DeepEqual(snap.Sources, bundleDocs) {
+				t.Fatalf("sources %+v\nwant the files, without documents", snap.Sources)
+			}
+		})
+	}
+}

@@ -280,3 +280,69 @@ func TestKeys(t *testing.T) {
 		t.Errorf("ParsePrivateKey(public key): %v", err)
 	}
 }
+
+// A directory that carries a manifest holds exactly the files it names: a
+// policy file added after the push is refused, not silently left out, and
+// the message says to push again. A push into the directory removes the
+// files an earlier push wrote that the bundle no longer has, and refuses
+// to mix its files with policy files it did not write.
+func TestPushedDirectoryHoldsExactlyItsManifest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := store.NewDir(dir)
+	publish(t, b, bundleA, nil)
+	os.WriteFile(filepath.Join(dir, "added.yaml"), []byte("kind: C\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "added_test.yaml"), []byte("kind: T\n"), 0o644)
+	_, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+	want := "bundle directory holds a policy file its manifest does not name: added.yaml, not named by .admitfn/manifest.json, which the bundle was pushed with: push the bundle again (admitfn push -p … --to " + dir + ") to include it, or remove it"
+	if !errors.Is(err, bundle.ErrUnlisted) || !bundle.Refused(err) || err.Error() != want {
+		t.Fatalf("added file: %v\nwant %s", err, want)
+	}
+
+	// Pushing the bundle with it again serves it.
+	withC := append(bundleA[:2:2], policy.Source{Name: "added.yaml", Data: []byte("kind: C\n")})
+	publish(t, b, withC, nil)
+	snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, "")
+	if err != nil || len(snap.Sources) != 3 {
+		t.Fatalf("pushed again: %+v %v", snap, err)
+	}
+	// A push of a smaller bundle removes what the bundle dropped.
+	publish(t, b, bundleA[:1], nil)
+	if _, err := os.Stat(filepath.Join(dir, "added.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dropped file is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nested", "b.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dropped file is still there: %v", err)
+	}
+	if snap, err := (&bundle.Fetcher{Bucket: b}).Fetch(ctx, ""); err != nil || !reflect.DeepEqual(snap.Sources, bundleA[:1]) {
+		t.Fatalf("after the smaller push: %+v %v", snap, err)
+	}
+
+	// A file no push wrote is not push's to delete.
+	os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("kind: M\n"), 0o644)
+	before, _, _ := b.Get(ctx, bundle.ManifestKey, "")
+	_, err = bundle.Publish(ctx, b, bundleA, bundle.PublishOptions{})
+	if want := "publish: " + dir + " holds mine.yaml, which is not part of the bundle nor of an earlier push: remove it, or push to an empty directory"; err == nil || err.Error() != want {
+		t.Fatalf("foreign file: %v\nwant %s", err, want)
+	}
+	if after, _, _ := b.Get(ctx, bundle.ManifestKey, ""); !bytes.Equal(before, after) {
+		t.Fatal("a refused push wrote a manifest")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mine.yaml")); err != nil {
+		t.Fatalf("push removed a file it did not write: %v", err)
+	}
+}
+
+// Push refuses a file larger than functions read, before it uploads
+// anything.
+func TestPushRefusesAFileFunctionsWouldNotRead(t *testing.T) {
+	dir := t.TempDir()
+	big := []policy.Source{{Name: "big.yaml", Data: bytes.Repeat([]byte("#"), store.MaxObjectBytes+1)}}
+	_, err := bundle.Publish(context.Background(), store.NewDir(dir), big, bundle.PublishOptions{})
+	if want := "publish: big.yaml is 33554433 bytes, larger than functions read (32 MiB a file)"; err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused push wrote %d entries", len(entries))
+	}
+}

@@ -76,6 +76,9 @@ func (d *Dir) Get(_ context.Context, key, ifNoneMatch string) ([]byte, Object, e
 	if ifNoneMatch != "" && ifNoneMatch == obj.ETag {
 		return nil, obj, ErrNotModified
 	}
+	if fi.Size() > MaxObjectBytes {
+		return nil, obj, fmt.Errorf("%s: %w", key, ErrTooLarge)
+	}
 	data, err := fs.ReadFile(d.fsys, target)
 	if err != nil {
 		return nil, Object{}, notFound(err, key)
@@ -143,6 +146,16 @@ func (d *Dir) Put(_ context.Context, key string, data []byte, _ string) (Object,
 		return Object{}, err
 	}
 	return Object{Key: key, Size: fi.Size(), ETag: etag(fi)}, nil
+}
+
+// Remove deletes the file at key: what a push into the directory does to a
+// file the new bundle no longer has.
+func (d *Dir) Remove(key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	return os.Remove(p)
 }
 
 func notFound(err error, key string) error {
