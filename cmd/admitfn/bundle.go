@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,13 +85,30 @@ func (c *cli) readBundle(path string) ([]policy.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []policy.Source{{Name: name, Data: data}}, nil
+		sources := []policy.Source{{Name: name, Data: data}}
+		return sources, checkSizes(path, sources)
+	}
+	if _, err := os.Stat(filepath.Join(path, filepath.FromSlash(bundle.ManifestKey))); err == nil {
+		// A pushed directory: read as a function reads it, through its
+		// manifest, so that what a command tests is what is enforced.
+		return c.fetch(path, store.NewDir(path))
 	}
 	sources, err := policy.ReadFS(os.DirFS(path), ".")
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
-	return sources, nil
+	return sources, checkSizes(path, sources)
+}
+
+// checkSizes refuses a file larger than a function reads: a bundle that
+// passes here must load there.
+func checkSizes(path string, sources []policy.Source) error {
+	for _, s := range sources {
+		if len(s.Data) > store.MaxObjectBytes {
+			return fmt.Errorf("bundle %s: %s is %d bytes, larger than functions read (%d MiB a file)", path, s.Name, len(s.Data), store.MaxObjectBytes>>20)
+		}
+	}
+	return nil
 }
 
 // fetchBundle reads the bundle published at an s3:// or gs:// location
@@ -102,10 +120,6 @@ func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := bundle.ParsePublicKeys(c.getenv("ADMITFN_BUNDLE_PUBLIC_KEY"))
-	if err != nil {
-		return nil, fmt.Errorf("ADMITFN_BUNDLE_PUBLIC_KEY: %w", err)
-	}
 	opts, err := anystore.OptionsFromEnv(c.getenv)
 	if err != nil {
 		return nil, err
@@ -116,11 +130,39 @@ func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
 	if err != nil {
 		return nil, withCredentialHint(loc, err)
 	}
+	sources, err := c.fetch(path, bucket)
+	if err != nil {
+		return nil, withCredentialHint(loc, err)
+	}
+	return sources, nil
+}
+
+// fetch reads the bundle at bucket with the function's own Fetcher: the
+// objects its manifest names, each checked against its digest, and the
+// manifest's signature, location and expiry checked against
+// ADMITFN_BUNDLE_PUBLIC_KEY when it is set.
+func (c *cli) fetch(path string, bucket store.Bucket) ([]policy.Source, error) {
+	keys, err := c.publicKeys()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	snap, err := (&bundle.Fetcher{Bucket: bucket, Keys: keys}).Fetch(ctx, "")
 	if err != nil {
-		return nil, withCredentialHint(loc, fmt.Errorf("bundle %s: %w", path, err))
+		return nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
 	return snap.Sources, nil
+}
+
+// publicKeys are the keys functions verify manifests with, as
+// ADMITFN_BUNDLE_PUBLIC_KEY gives them to the CLI too.
+func (c *cli) publicKeys() ([]ed25519.PublicKey, error) {
+	keys, err := bundle.ParsePublicKeys(c.getenv("ADMITFN_BUNDLE_PUBLIC_KEY"))
+	if err != nil {
+		return nil, fmt.Errorf("ADMITFN_BUNDLE_PUBLIC_KEY: %w", err)
+	}
+	return keys, nil
 }
 
 // stdin hands out standard input, which one flag may name.

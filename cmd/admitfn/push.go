@@ -46,6 +46,18 @@ in a bucket names the location it was published for, a serial higher than the
 manifest it replaces, and an expiry (--expires): functions refuse it anywhere
 else, after it expires, and when it is older than the bundle they serve. Keep
 an unchanged bundle loading with --resign, on a schedule shorter than --expires.
+The serial follows the manifest in place only when it verifies with the
+signing key or a key of ADMITFN_BUNDLE_PUBLIC_KEY and names this location
+(anyone who can write the bucket can put a manifest there); otherwise push
+warns and starts from the time in Unix seconds. With ADMITFN_BUNDLE_PUBLIC_KEY
+set, an unsigned push is refused. Push then reads the bundle back as a
+function would, and fails on anything a function would refuse.
+
+Into a directory, push writes exactly the bundle: it removes the files an
+earlier push wrote that the bundle no longer has, and refuses a directory
+holding other policy files. Every command reads a directory with a manifest
+as a function does: a policy file the manifest does not name is an error
+(push again).
 
 Credentials come from each SDK's usual chain: for S3 the AWS default chain
 (AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, and ADMITFN_S3_PATH_STYLE=true
@@ -103,7 +115,14 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		if opts.SignKey, err = bundle.ParsePrivateKey(data); err != nil {
 			return fmt.Errorf("%s: %w", signKey, err)
 		}
+		if fi, err := os.Stat(signKey); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(c.err, "warning: signing key %s is readable by others (mode %04o): whoever reads it can sign bundles every function loads; chmod 600 it\n", signKey, fi.Mode().Perm())
+		}
 	}
+	if opts.TrustedKeys, err = c.publicKeys(); err != nil {
+		return err
+	}
+	opts.Warn = func(msg string) { fmt.Fprintf(c.err, "warning: %s\n", msg) }
 	storeOpts, err := anystore.OptionsFromEnv(c.getenv)
 	if err != nil {
 		return err

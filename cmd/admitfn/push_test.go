@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -303,6 +304,137 @@ func TestBundlesDocPushExample(t *testing.T) {
 		l = strings.TrimPrefix(l, "# ")
 		if l != "…" && !got[normal(l)] {
 			t.Errorf("docs/bundles.md shows %q; push printed:\n%s", l, out)
+		}
+	}
+}
+
+// A bucket writer's manifest in the way of a signed push: push warns, does
+// not follow its serial, and publishes one functions take.
+func TestPushWarnsOfAManifestItCannotVerify(t *testing.T) {
+	keyFile, pub := keys(t)
+	s := storetest.StartS3(t)
+	s.CreateBucket(t, "policies", true)
+	s.SetEnv(t)
+	to := "s3://policies/prod"
+	bucket := s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"})
+	forged, err := json.Marshal(map[string]any{"manifest": bundle.Manifest{APIVersion: bundle.ManifestAPIVersion, Kind: bundle.ManifestKind, Serial: 1<<63 - 1, Location: to,
+		Objects: []bundle.ManifestObject{{Key: "a.yaml", Size: 1, SHA256: strings.Repeat("0", 64)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.Put(context.Background(), bundle.ManifestKey, forged, ""); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Unix()
+	code, out, errOut := admitfn("push", "-p", "testdata/small", "--to", to, "--sign-key", keyFile)
+	if code != 0 || errOut != "warning: the manifest at s3://policies/prod does not verify with a trusted key (bundle is not signed): its serial is not followed\n" {
+		t.Fatalf("push: %d %q %q", code, out, errOut)
+	}
+	snap, err := (&bundle.Fetcher{Bucket: bucket, Keys: pub}).Fetch(context.Background(), "")
+	if err != nil || snap.Serial < before || snap.Serial > time.Now().Unix() {
+		t.Fatalf("a function reads %+v, %v", snap, err)
+	}
+
+	// Functions that trust a key refuse an unsigned bundle, and so does
+	// push, before uploading anything.
+	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", base64.StdEncoding.EncodeToString(pub[0]))
+	code, _, errOut = admitfn("push", "-p", "testdata/small", "--to", to)
+	if want := "admitfn push: publish: functions that trust key " + bundle.KeyID(pub[0]) + " refuse an unsigned bundle: sign it\n"; code != 1 || errOut != want {
+		t.Fatalf("unsigned push with a trusted key: %d %q, want %q", code, errOut, want)
+	}
+}
+
+// Push warns when the signing key is readable by others.
+func TestPushWarnsOfAReadableSigningKey(t *testing.T) {
+	keyFile, _ := keys(t)
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := admitfn("push", "-p", "testdata/small", "--to", filepath.Join(t.TempDir(), "out"), "--sign-key", keyFile)
+	want := "warning: signing key " + keyFile + " is readable by others (mode 0644): whoever reads it can sign bundles every function loads; chmod 600 it\n"
+	if code != 0 || errOut != want {
+		t.Fatalf("push: %d %q, want %q", code, errOut, want)
+	}
+}
+
+// Every command reads a pushed directory as a function does: a policy file
+// added after the push is an error, for the CLI as for the function, and
+// pushing again takes it in.
+func TestCommandsReadAPushedDirectoryAsFunctionsDo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pushed")
+	if code, out, errOut := admitfn("push", "-p", "../../policies/examples", "--to", dir); code != 0 {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	added, err := os.ReadFile("../../policies/examples/01-basic.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	added = bytes.ReplaceAll(added, []byte(`name: "`), []byte(`name: "added-`))
+	if err := os.WriteFile(filepath.Join(dir, "99-added.yaml"), added, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test, err := os.ReadFile("../../policies/examples/examples_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "examples_test.yaml"), test, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reason := "bundle directory holds a policy file its manifest does not name: 99-added.yaml, not named by .admitfn/manifest.json, which the bundle was pushed with: push the bundle again (admitfn push -p … --to " + dir + ") to include it, or remove it\n"
+	for _, args := range [][]string{
+		{"render", "-p", dir, "--url", "https://admitfn.invalid"},
+		{"apply", "-p", dir, "-f", "../../policies/reviews/deployment-production.json"},
+	} {
+		code, _, errOut := admitfn(args...)
+		if want := "admitfn " + args[0] + ": bundle " + dir + ": " + reason; code != 1 || errOut != want {
+			t.Errorf("admitfn %v: %d %q\nwant %q", args, code, errOut, want)
+		}
+	}
+	if code, out, _ := admitfn("lint", dir); code != 1 || out != dir+": error: "+reason+"1 error, 0 warnings\n" {
+		t.Errorf("lint: %d %q", code, out)
+	}
+	code, out, _ := admitfn("test", dir)
+	if want := "FAIL " + dir + "/examples_test.yaml: the file does not load\n       policies: bundle " + dir + ": " + reason + "FAIL: 0 of 0 cases failed, 1 file did not load\n"; code != 1 || out != want {
+		t.Errorf("test: %d %q\nwant %q", code, out, want)
+	}
+	_, err = (&bundle.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
+	if !errors.Is(err, bundle.ErrUnlisted) || err.Error()+"\n" != reason {
+		t.Fatalf("a function: %v", err)
+	}
+	// Pushed again from a source that has it, the policy is in the bundle
+	// every command and function reads.
+	src := t.TempDir()
+	for _, name := range []string{"01-basic.yaml", "02-params.yaml"} {
+		data, _ := os.ReadFile(filepath.Join("../../policies/examples", name))
+		os.WriteFile(filepath.Join(src, name), data, 0o644)
+	}
+	os.WriteFile(filepath.Join(src, "99-added.yaml"), added, 0o644)
+	if code, out, errOut := admitfn("push", "-p", src, "--to", dir); code != 0 {
+		t.Fatalf("push again: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := admitfn("lint", dir); code != 0 {
+		t.Errorf("lint after pushing again: %d %s %s", code, out, errOut)
+	}
+}
+
+// A file larger than functions read fails every command, not only the
+// function's start.
+func TestCommandsRefuseAFileFunctionsWouldNotRead(t *testing.T) {
+	dir := t.TempDir()
+	big := append([]byte("# padding\n"), bytes.Repeat([]byte("#\n"), store.MaxObjectBytes/2)...)
+	if err := os.WriteFile(filepath.Join(dir, "big.yaml"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("bundle %s: big.yaml is %d bytes, larger than functions read (32 MiB a file)\n", dir, len(big))
+	if code, out, _ := admitfn("lint", dir); code != 1 || out != dir+": error: "+strings.TrimPrefix(want, "bundle "+dir+": ")+"1 error, 0 warnings\n" {
+		t.Errorf("lint: %d %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"push", "-p", dir, "--to", filepath.Join(t.TempDir(), "out")},
+		{"render", "-p", dir, "--url", "https://admitfn.invalid"},
+	} {
+		if code, _, errOut := admitfn(args...); code != 1 || errOut != "admitfn "+args[0]+": "+want {
+			t.Errorf("admitfn %s: %d %q, want %q", args[0], code, errOut, "admitfn "+args[0]+": "+want)
 		}
 	}
 }
