@@ -1,6 +1,7 @@
 package gcf
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,7 +33,9 @@ func TestThroughTheFramework(t *testing.T) {
 	}
 	logs := &syncbuf.Buffer{}
 	log := zerolog.New(logs)
-	h := New(httpadapter.New(eng, log), log, "demo-project")
+	// A body that stops arriving ends after BodyIdle (below): the
+	// framework's server passes read deadlines through.
+	h := New(httpadapter.New(eng, log, httpadapter.WithLimits(httpadapter.Limits{BodyIdle: 300 * time.Millisecond})), log, "demo-project")
 	if err := funcframework.RegisterHTTPFunctionContext(context.Background(), "/", h.ServeHTTP); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +76,23 @@ func TestThroughTheFramework(t *testing.T) {
 	json.Unmarshal(golden, &want)
 	if resp.StatusCode != 200 || !reflect.DeepEqual(got, want) {
 		t.Errorf("HTTP %d %s", resp.StatusCode, body)
+	}
+
+	c, err := net.Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /validate?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	stalled, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(stalled.Body)
+	const idle = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"request body stopped arriving: no byte for 300ms","reason":"Timeout","code":408}`
+	if stalled.StatusCode != http.StatusRequestTimeout || string(body) != idle {
+		t.Errorf("a stalled body through the framework: %d %s", stalled.StatusCode, body)
 	}
 
 	var line map[string]any

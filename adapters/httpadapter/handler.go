@@ -301,38 +301,36 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	tooLarge := func() {
 		reject(logLine(log.Warn()), http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)).Msg("rejected review request")
 	}
-	size := r.ContentLength
-	switch {
-	case size > MaxBodyBytes:
+	if r.ContentLength > MaxBodyBytes {
 		tooLarge()
 		return
-	case size < 0:
-		size = MaxBodyBytes
 	}
-	if !h.admit(size) {
+	shed := func(what string) {
 		w.Header().Set("Retry-After", retryAfterSeconds)
-		reject(logLine(log.Warn()), http.StatusTooManyRequests, "too many reviews in flight: retry later").Int64("bytes", size).Msg("review shed: too many in flight")
-		return
+		reject(logLine(log.Warn()), http.StatusTooManyRequests, "too many reviews in flight: retry later").Msg("review shed: " + what)
 	}
-	defer h.release(size)
 	timedOut := func(stage string) {
 		reject(logLine(log.Warn()), http.StatusGatewayTimeout, "review did not finish before the deadline: "+stage).Str("stage", stage).Msg("review timed out")
 	}
 
-	// The body arrives within the deadline or not at all.
-	if dl, ok := ctx.Deadline(); ok {
-		http.NewResponseController(w).SetReadDeadline(dl) // not every transport can: then the checks below stop the work
-	}
 	buf := h.bodies.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer h.putBody(buf)
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	body := buf.Bytes()
+	held, err := h.readBody(ctx, w, r, buf)
+	defer h.releaseBytes(held)
 	if err != nil {
 		var mbe *http.MaxBytesError
+		var slow *slowBodyError
 		switch {
 		case errors.As(err, &mbe):
 			tooLarge()
+		case errors.Is(err, errNoBytes):
+			shed("too many body bytes in flight")
+		case errors.As(err, &slow):
+			// The connection ends with the request: what is left of the
+			// body is not read.
+			w.Header().Set("Connection", "close")
+			reject(logLine(log.Warn()), http.StatusRequestTimeout, slow.Error()).Int64("bytes", slow.received).Msg("rejected review request: slow body")
 		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			timedOut("the request body was still arriving")
 		default:
@@ -344,6 +342,12 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		timedOut("the request body arrived too late")
 		return
 	}
+	if !h.admit() {
+		shed("too many in flight")
+		return
+	}
+	defer h.release()
+	body := buf.Bytes()
 	req, err := review.Decode(body)
 	if err != nil {
 		reject(logLine(log.Warn()), http.StatusBadRequest, err.Error()).Str("error", err.Error()).Msg("rejected review request")
@@ -482,7 +486,7 @@ func reasonForCode(code int) metav1.StatusReason {
 		return metav1.StatusReasonRequestEntityTooLarge
 	case http.StatusTooManyRequests:
 		return metav1.StatusReasonTooManyRequests
-	case http.StatusGatewayTimeout:
+	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
 		return metav1.StatusReasonTimeout
 	case http.StatusServiceUnavailable:
 		return metav1.StatusReasonServiceUnavailable

@@ -3,6 +3,7 @@ package httpadapter
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -75,12 +76,14 @@ func TestShedsReviewsBeyondTheLimits(t *testing.T) {
 		next   int
 		fits   bool
 	}{
-		"count":               {Limits{Reviews: 2}, []int{1000, 1000}, 1000, false},
-		"count, room":         {Limits{Reviews: 2}, []int{1000}, 1000, true},
-		"bytes":               {Limits{Bytes: 10000}, []int{6000}, 6000, false},
-		"bytes, room":         {Limits{Bytes: 10000}, []int{6000}, 4000, true},
-		"unknown length":      {Limits{Bytes: MaxBodyBytes}, []int{1000}, -1, false},
-		"unknown length fits": {Limits{Bytes: MaxBodyBytes}, nil, -1, true},
+		"count":       {Limits{Reviews: 2}, []int{1000, 1000}, 1000, false},
+		"count, room": {Limits{Reviews: 2}, []int{1000}, 1000, true},
+		"bytes":       {Limits{Bytes: 10000}, []int{6000}, 6000, false},
+		"bytes, room": {Limits{Bytes: 10000}, []int{6000}, 4000, true},
+		// A body of unknown length takes what arrives, not the most it
+		// could be.
+		"unknown length":          {Limits{Bytes: 10000}, []int{6000}, -1, true},
+		"unknown length, no room": {Limits{Bytes: 10000}, []int{9900}, -1, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			eng := newBlocking()
@@ -183,5 +186,152 @@ func TestDefaultDeadline(t *testing.T) {
 	const want = 27 * time.Second // 30s less a tenth
 	if w.Code != 200 || got.Before(before.Add(want)) || got.After(after.Add(want)) {
 		t.Fatalf("%d, deadline %v after the request, want %v", w.Code, got.Sub(before), want)
+	}
+}
+
+// trickle opens a connection to addr and sends a review request's headers,
+// declaring a body of declared bytes, and the first sent bytes of it.
+func trickle(t *testing.T, addr string, declared, sent int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST /validate?timeout=30s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", declared, strings.Repeat(" ", sent))
+	return c
+}
+
+// answer reads the response on c.
+func answer(t *testing.T, c net.Conn) (int, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(patience))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Callers that open reviews and send their bodies slowly, or not at all,
+// hold no place a complete review needs: with three times as many of them
+// as review places, a complete review is answered.
+func TestSlowBodiesHoldNoPlace(t *testing.T) {
+	reviewed := atomic.Int32{}
+	h := New(fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
+		reviewed.Add(1)
+		return allowAll(ctx, r, req)
+	}}, zerolog.Nop(), WithLimits(Limits{Reviews: 2, Bytes: 64 << 10, BodyIdle: time.Minute, MinBodyRate: 1}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	for range 6 {
+		// Closed before the server is: Close waits for their requests.
+		defer trickle(t, addr, 1000, 100).Close()
+	}
+	for range 2 {
+		resp, err := http.Post(srv.URL+"/validate?timeout=10s", "application/json", strings.NewReader(secretReview("admission.k8s.io/v1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"allowed":true`) {
+			t.Fatalf("a complete review beside slow ones: %d %s", resp.StatusCode, body)
+		}
+	}
+	if n := reviewed.Load(); n != 2 {
+		t.Fatalf("%d reviews evaluated, want the 2 complete ones", n)
+	}
+}
+
+// A body that stops arriving ends its request with 408 after BodyIdle, long
+// before the review's deadline; one that keeps trickling below the minimum
+// rate ends too. Neither is evaluated, and the connection closes.
+func TestSlowBodiesEnd(t *testing.T) {
+	reviewed := atomic.Int32{}
+	h := New(fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
+		reviewed.Add(1)
+		return allowAll(ctx, r, req)
+	}}, zerolog.Nop(), WithLimits(Limits{BodyIdle: 200 * time.Millisecond, MinBodyRate: 1000}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+
+	stalled := trickle(t, addr, 5000, 10)
+	code, body := answer(t, stalled)
+	const idle = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"request body stopped arriving: no byte for 200ms","reason":"Timeout","code":408}`
+	if code != http.StatusRequestTimeout || body != idle {
+		t.Fatalf("a stalled body: %d %s", code, body)
+	}
+
+	slow := trickle(t, addr, 5000, 10)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for range 100 { // at most 10 s of trickle, 100 bytes a second
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if _, err := slow.Write([]byte("          ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	code, body = answer(t, slow)
+	const tooSlow = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"request body arrives too slowly: under 1000 bytes a second","reason":"Timeout","code":408}`
+	if code != http.StatusRequestTimeout || body != tooSlow {
+		t.Fatalf("a trickling body: %d %s", code, body)
+	}
+	for _, c := range []net.Conn{stalled, slow} {
+		c.SetReadDeadline(time.Now().Add(patience))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection left open after a slow body: %v", err)
+		}
+	}
+	if reviewed.Load() != 0 {
+		t.Fatalf("%d slow bodies evaluated", reviewed.Load())
+	}
+}
+
+// The body budget counts bytes received: a body whose bytes would cross it
+// is shed with 429 as they arrive, and its bytes go back.
+func TestBodyBudgetCountsBytesReceived(t *testing.T) {
+	h := New(fakeEngine{review: allowAll}, zerolog.Nop(), WithLimits(Limits{Bytes: 10000, BodyIdle: time.Minute, MinBodyRate: 1}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	held := trickle(t, addr, 20000, 6000)
+	// The 6000 bytes are taken once the handler has read them: a body of
+	// 5000 then finds no room.
+	for end := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		h.inFlight.mu.Lock()
+		n := h.inFlight.bytes
+		h.inFlight.mu.Unlock()
+		if n == 6000 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d bytes taken, want 6000", n)
+		}
+	}
+	big := trickle(t, addr, 5000, 5000)
+	if code, body := answer(t, big); code != 429 || body != shed {
+		t.Fatalf("a body beyond the budget: %d %s", code, body)
+	}
+	held.Close()
+	for end := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		h.inFlight.mu.Lock()
+		n := h.inFlight.bytes
+		h.inFlight.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d bytes still taken after the requests ended", n)
+		}
 	}
 }
