@@ -2,18 +2,60 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // DefaultMaxConnections caps the server's open connections. kube-apiserver
 // keeps a few per instance (HTTP/2 multiplexes its calls), so this is far
-// above what a cluster needs and far below what exhausts the process's file
-// descriptors.
+// above what a cluster needs; where the process's file-descriptor limit
+// leaves less room, the cap is lowered to fit (connCap).
 const DefaultMaxConnections = 1000
+
+// minReservedFDs is the least of the descriptor limit kept from
+// connections: standard streams, the listener, the poller, the object
+// store clients' connections (up to eight reads at once, and their pools),
+// and the connection accepted before the cap closes another.
+const minReservedFDs = 32
+
+// connCap is the connection cap under a descriptor limit of nofile:
+// requested, unless it would leave the process less than minReservedFDs (or
+// an eighth of the limit) for everything else, in which case the cap is
+// what they leave, with a warning when the cap was asked for. At the cap a
+// new connection closes an idle one; above the descriptor limit accept
+// would fail instead, and idle connections could keep reviews out. A limit
+// too low to leave one connection is an error.
+func connCap(requested int, asked bool, nofile uint64) (n int, warning string, err error) {
+	if nofile == 0 || nofile > 1<<30 {
+		return requested, "", nil
+	}
+	room := int64(nofile) - max(minReservedFDs, int64(nofile)/8)
+	if room < 1 {
+		return 0, "", fmt.Errorf("the file-descriptor limit (%d) leaves no room for connections: raise it (ulimit -n) above %d", nofile, minReservedFDs)
+	}
+	if int64(requested) <= room {
+		return requested, "", nil
+	}
+	if asked {
+		warning = fmt.Sprintf("-max-connections %d is more than the file-descriptor limit (%d) leaves for connections: serving at most %d", requested, nofile, room)
+	}
+	return int(room), warning, nil
+}
+
+// fdLimit is the process's file-descriptor limit (Go raises the soft limit
+// to the hard one at start); 0 when it cannot be read.
+func fdLimit() uint64 {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	return l.Cur
+}
 
 // idleTimeout closes keep-alive connections unused this long. kube-apiserver
 // calls often and re-dials cheaply; an idle connection only holds a slot.

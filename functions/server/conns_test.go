@@ -3,13 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/admitfn/admitfn/test/syncbuf"
 )
 
 // held opens n connections to addr: idle keep-alives that made one request,
@@ -157,5 +162,95 @@ func TestServerConnectionCap(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"-max-connections", "0"}, func(string) string { return "" }, io.Discard); err == nil || err.Error() != "-max-connections must be at least 1, not 0" {
 		t.Errorf("-max-connections 0: %v", err)
+	}
+}
+
+// The cap leaves the rest of the descriptor limit to everything else, and
+// is lowered, with a warning, when it was asked for above that.
+func TestConnectionCapFitsTheDescriptorLimit(t *testing.T) {
+	for _, tc := range []struct {
+		requested int
+		asked     bool
+		nofile    uint64
+		want      int
+		warning   string
+	}{
+		{1000, false, 1 << 20, 1000, ""},
+		{1000, false, 1024, 896, ""},
+		{1000, true, 1024, 896, "-max-connections 1000 is more than the file-descriptor limit (1024) leaves for connections: serving at most 896"},
+		{50, true, 128, 50, ""},
+		{1000, false, 128, 96, ""},
+		{1000, false, 0, 1000, ""},
+	} {
+		got, warning, err := connCap(tc.requested, tc.asked, tc.nofile)
+		if err != nil || got != tc.want || warning != tc.warning {
+			t.Errorf("connCap(%d, %v, %d) = %d, %q, %v; want %d, %q", tc.requested, tc.asked, tc.nofile, got, warning, err, tc.want, tc.warning)
+		}
+	}
+	if _, _, err := connCap(1000, false, 32); err == nil || err.Error() != "the file-descriptor limit (32) leaves no room for connections: raise it (ulimit -n) above 32" {
+		t.Errorf("limit 32: %v", err)
+	}
+}
+
+// startLimited runs the server binary under a descriptor limit of nofile
+// and returns its address once it serves, and its log.
+func startLimited(t *testing.T, nofile int, args ...string) (string, *syncbuf.Buffer) {
+	t.Helper()
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatalf("prlimit (util-linux) is needed: %v", err)
+	}
+	n := strconv.Itoa(nofile)
+	cmd := exec.Command(prlimit, append([]string{"--nofile=" + n + ":" + n, "--", serverBinary(t), "-addr", "127.0.0.1:0", "-policies", examples}, args...)...)
+	logs := &syncbuf.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var serving struct{ Addr string }
+	eventually(t, "serving", func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"message":"serving"`) {
+				return json.Unmarshal([]byte(l), &serving) == nil
+			}
+		}
+		return false
+	})
+	return serving.Addr, logs
+}
+
+// Under a descriptor limit of 128, the server caps connections at 96 and
+// says so; four times the limit in held connections cannot keep a review
+// out, and accept never runs out of descriptors.
+func TestServerUnderALowDescriptorLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	addr, logs := startLimited(t, 128)
+	if !strings.Contains(logs.String(), `"max_connections":96,"fd_limit":128`) {
+		t.Fatalf("the serving line does not give the cap and the limit:\n%s", logs)
+	}
+	held(t, addr, 256, true)
+	held(t, addr, 256, false)
+	client := &http.Client{Timeout: patience, Transport: &http.Transport{DisableKeepAlives: true}}
+	if code, err := post(t, client, "http://"+addr+"/validate?timeout=10s", review(t)); err != nil || code != 200 {
+		t.Fatalf("a review beside 512 held connections: %d %v\n%s", code, err, logs)
+	}
+	if strings.Contains(logs.String(), "too many open files") {
+		t.Fatalf("the server ran out of descriptors:\n%s", logs)
+	}
+
+	// A cap asked for above what the limit leaves is lowered, with a
+	// warning.
+	_, logs = startLimited(t, 128, "-max-connections", "1000")
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"message":"-max-connections 1000 is more than the file-descriptor limit (128) leaves for connections: serving at most 96"`) {
+			line = l
+		}
+	}
+	if !strings.HasPrefix(line, `{"level":"warn","fd_limit":128,"max_connections":96,`) {
+		t.Fatalf("no warning that the cap was lowered in:\n%s", logs)
 	}
 }

@@ -52,6 +52,9 @@ type config struct {
 	addr, tlsCert, tlsKey, logLevel string
 	readHeaderTimeout               time.Duration
 	maxConnections                  int
+	// maxConnectionsAsked: the cap was set by flag or variable, not left
+	// at its default.
+	maxConnectionsAsked             bool
 	bundle                          startup.Config
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
@@ -86,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
 	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: reviews and /metrics need a client certificate signed by it, probes do not (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
-	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most; at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
+	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most, and no more than the file-descriptor limit leaves (an eighth of it, at least 32, is kept for the rest); at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	exactCost, exactCostErr := startup.ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
 	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation with cel-go's tracker, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
@@ -103,6 +106,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if exactCostErr != nil {
 		return c, exactCostErr
 	}
+	c.maxConnectionsAsked = getenv("ADMITFN_MAX_CONNECTIONS") != ""
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-connections" {
+			c.maxConnectionsAsked = true
+		}
+	})
 	if c.maxConnections < 1 {
 		return c, fmt.Errorf("-max-connections must be at least 1, not %d", c.maxConnections)
 	}
@@ -164,7 +173,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	ln := limitConns(tcp, cfg.maxConnections)
+	nofile := fdLimit()
+	maxConns, warning, err := connCap(cfg.maxConnections, cfg.maxConnectionsAsked, nofile)
+	if err != nil {
+		tcp.Close()
+		return err
+	}
+	if warning != "" {
+		log.Warn().Uint64("fd_limit", nofile).Int("max_connections", maxConns).Msg(warning)
+	}
+	ln := limitConns(tcp, maxConns)
 	srv := &http.Server{
 		Handler:           httpadapter.New(rl, log, opts...),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
@@ -179,7 +197,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.tlsCert != "" {
 		scheme = "https"
 	}
-	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme), cfg.bundle, rl).Msg("serving")
+	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Int("max_connections", maxConns).Uint64("fd_limit", nofile), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
