@@ -71,6 +71,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	if err != nil {
 		return nil, initError(api, "Runtime.ConfigError", err)
 	}
+	_, cfg.PublicKeySet = os.LookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
 	// S3 only: the GCS client would add megabytes and milliseconds to
 	// every cold start.
 	cfg.Open = startup.OpenWith(map[string]startup.Opener{"s3": func(ctx context.Context, loc store.Location) (store.Bucket, error) {

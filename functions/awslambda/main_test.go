@@ -442,6 +442,12 @@ func TestInitErrors(t *testing.T) {
 	edited := t.TempDir()
 	pushExamples(t, edited)
 	os.WriteFile(filepath.Join(edited, "01-basic.yaml"), []byte("# edited\n"), 0o644)
+	// A pushed bundle with a policy file added by hand since: tested by
+	// the CLI, so refused by the function too.
+	added := t.TempDir()
+	pushExamples(t, added)
+	os.WriteFile(filepath.Join(added, "99-added.yaml"), []byte("# added\n"), 0o644)
+	const noKey = "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles"
 	for _, tc := range []struct {
 		name, env, errorType, message string
 	}{
@@ -450,7 +456,10 @@ func TestInitErrors(t *testing.T) {
 		{"pushed bundle edited", "ADMITFN_POLICIES=" + edited, "Runtime.BundleError", "load " + edited + ": 01-basic.yaml: bundle object does not match its manifest: 9 bytes, manifest says "},
 		{"bad log level", "ADMITFN_LOG_LEVEL=loud", "Runtime.ConfigError", `invalid log level "loud": want debug, info, warn or error`},
 		{"bad refresh interval", "ADMITFN_REFRESH_INTERVAL=soon", "Runtime.ConfigError", `refresh interval "soon": want a duration such as 30s, or 0 to turn refresh off`},
+		{"pushed bundle with a file added", "ADMITFN_POLICIES=" + added, "Runtime.BundleError", "load " + added + ": bundle directory holds a policy file its manifest does not name: 99-added.yaml, not named by .admitfn/manifest.json, which the bundle was pushed with: push the bundle again"},
 		{"bad public key", "ADMITFN_BUNDLE_PUBLIC_KEY=abc", "Runtime.ConfigError", `configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key "abc": want a PEM PUBLIC KEY or 32 bytes in base64`},
+		{"empty public key", "ADMITFN_BUNDLE_PUBLIC_KEY=", "Runtime.ConfigError", noKey},
+		{"blank public key", "ADMITFN_BUNDLE_PUBLIC_KEY= \n", "Runtime.ConfigError", noKey},
 		{"short path token", "ADMITFN_TOKENS=abc", "Runtime.ConfigError", "ADMITFN_TOKENS: path token 1: want at least 22 characters"},
 		{"gcs on lambda", "ADMITFN_POLICIES=gs://b/p", "Runtime.ConfigError", "configuration error: gs://b/p: storage backend not built in: this function reads s3:// and directories"},
 		{"unknown scheme", "ADMITFN_POLICIES=https://b/p", "Runtime.ConfigError", `configuration error: policy location "https://b/p": unsupported scheme "https"`},

@@ -60,6 +60,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	if err != nil {
 		return nil, err
 	}
+	_, cfg.PublicKeySet = os.LookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
 	// GCS only: the S3 client would add megabytes and milliseconds to
 	// every cold start.
 	cfg.Open = startup.OpenWith(map[string]startup.Opener{"gs": func(ctx context.Context, loc store.Location) (store.Bucket, error) {

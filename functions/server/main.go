@@ -60,6 +60,10 @@ type config struct {
 	tokensFile, basicFile, clientCA string
 }
 
+// lookupEnv tells a variable set empty from one not set, which getenv
+// cannot: an empty ADMITFN_BUNDLE_PUBLIC_KEY is an error, not no key.
+var lookupEnv = os.LookupEnv
+
 // errVersion: -version was given; main prints the version instead of serving.
 var errVersion = errors.New("version requested")
 
@@ -107,9 +111,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, exactCostErr
 	}
 	c.maxConnectionsAsked = getenv("ADMITFN_MAX_CONNECTIONS") != ""
+	_, c.bundle.PublicKeySet = lookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
+	c.bundle.PublicKeySet = c.bundle.PublicKeySet || c.bundle.PublicKey != ""
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "max-connections" {
+		switch f.Name {
+		case "max-connections":
 			c.maxConnectionsAsked = true
+		case "bundle-public-key":
+			c.bundle.PublicKeySet = true
 		}
 	})
 	if c.maxConnections < 1 {

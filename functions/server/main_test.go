@@ -529,3 +529,27 @@ func TestExactCostFlag(t *testing.T) {
 		t.Errorf("ADMITFN_EXACT_COST=yes: %v", err)
 	}
 }
+
+// The serving line says whether bundles must be signed; a key setting that
+// holds no key stops the start instead of turning verification off.
+func TestBundleKeySetting(t *testing.T) {
+	_, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	if !strings.Contains(logs.String(), `"signatures_required":false,`) {
+		t.Errorf("the serving line does not say signatures are not required:\n%s", logs)
+	}
+	const noKey = "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles"
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", examples, "-bundle-public-key", ""}, func(string) string { return "" }, io.Discard, nil)
+	if err == nil || err.Error() != noKey {
+		t.Errorf("-bundle-public-key '': %v", err)
+	}
+	if testing.Short() {
+		return
+	}
+	cmd := exec.Command(serverBinary(t), "-addr", "127.0.0.1:0", "-policies", examples)
+	cmd.Env = append(os.Environ(), "ADMITFN_BUNDLE_PUBLIC_KEY=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "admitfn server: "+noKey+"\n") {
+		t.Errorf("ADMITFN_BUNDLE_PUBLIC_KEY set empty: %v\n%s", err, out)
+	}
+}

@@ -6,6 +6,7 @@ package startup
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"maps"
@@ -42,6 +43,11 @@ type Config struct {
 	Policies  string
 	Fallback  string
 	PublicKey string
+	// PublicKeySet: the key variable or flag was given, even empty. A key
+	// setting that holds no key is an error, not "verification off": a
+	// Terraform variable left blank would otherwise switch signing off
+	// without a word.
+	PublicKeySet bool
 	// Interval: 0 for the default, negative for no refresh.
 	Interval time.Duration
 	// Background: the caller runs the Reloader's Run loop, so reviews never
@@ -70,6 +76,7 @@ type Config struct {
 // location to use when ADMITFN_POLICIES is not set.
 func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) {
 	c := Config{Policies: getenv("ADMITFN_POLICIES"), Fallback: getenv("ADMITFN_FALLBACK_POLICIES"), PublicKey: getenv("ADMITFN_BUNDLE_PUBLIC_KEY")}
+	c.PublicKeySet = c.PublicKey != ""
 	if c.Policies == "" {
 		c.Policies = policies
 	}
@@ -106,6 +113,19 @@ func OpenWith(backends map[string]Opener) Opener {
 		}
 		return nil, fmt.Errorf("%s: %w: this function reads %s", loc, store.ErrNotBuiltIn, reads)
 	}
+}
+
+// keys are the public keys bundles must be signed with; none when no key is
+// configured.
+func (c Config) keys() ([]ed25519.PublicKey, error) {
+	keys, err := bundle.ParsePublicKeys(c.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY: %w", ErrConfig, err)
+	}
+	if len(keys) == 0 && (c.PublicKeySet || c.PublicKey != "") {
+		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles", ErrConfig)
+	}
+	return keys, nil
 }
 
 // ParseBool reads a true/false variable; "" is false.
@@ -159,9 +179,9 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	keys, err := bundle.ParsePublicKeys(c.PublicKey)
+	keys, err := c.keys()
 	if err != nil {
-		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY: %w", ErrConfig, err)
+		return nil, err
 	}
 	open := c.Open
 	if open == nil {
@@ -285,6 +305,16 @@ func MemoryLimit(getenv func(string) string, log zerolog.Logger, sources ...meml
 func Ready(e *zerolog.Event, c Config, rl *reload.Reloader) *zerolog.Event {
 	v := version.Get()
 	e = e.Str("version", v.Version).Str("revision", v.Revision).Str("kubernetes", v.Kubernetes).Str("policies", c.Policies).Bool("exact_cost", c.ExactCost)
+	// Whether a bucket writer without the key can change what is enforced.
+	keys, _ := c.keys() // Start refused keys that do not parse
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = bundle.KeyID(k)
+	}
+	e = e.Bool("signatures_required", len(keys) > 0)
+	if len(ids) > 0 {
+		e = e.Strs("bundle_keys", ids)
+	}
 	if eng := rl.Engine(); eng != nil {
 		policies, bindings := counts(eng.Policies())
 		e = e.Str("bundle", eng.BundleID()).Int("policies_loaded", policies).Int("bindings", bindings)

@@ -2,6 +2,9 @@ package startup
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +33,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"ADMITFN_REFRESH_INTERVAL": "2m", "ADMITFN_S3_PATH_STYLE": "true", "ADMITFN_EXACT_COST": "true",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] }, "/var/task/policies")
-	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", Interval: 2 * time.Minute, S3PathStyle: true, ExactCost: true}
+	want := Config{Policies: "/var/task/policies", Fallback: "/opt/fallback", PublicKey: "k", PublicKeySet: true, Interval: 2 * time.Minute, S3PathStyle: true, ExactCost: true}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Fatalf("%+v %v, want %+v", c, err, want)
 	}
@@ -215,6 +218,35 @@ func TestStartFromADirectory(t *testing.T) {
 	}
 }
 
+const noKey = "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles"
+
+// The ready line says whether bundles must be signed, and by which keys.
+func TestReadySaysWhetherSignaturesAreRequired(t *testing.T) {
+	_, k, _ := ed25519.GenerateKey(rand.Reader)
+	pub := k.Public().(ed25519.PublicKey)
+	for name, tc := range map[string]struct {
+		key  string
+		want string
+	}{
+		"no key": {"", `"signatures_required":false,`},
+		"a key":  {base64.StdEncoding.EncodeToString(pub), `"signatures_required":true,"bundle_keys":["` + bundle.KeyID(pub) + `"],`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Policies: "../../../policies/examples", PublicKey: tc.key}
+			var logs syncbuf.Buffer
+			log := zerolog.New(&logs)
+			r, err := Start(context.Background(), Config{Policies: cfg.Policies}, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			Ready(log.Info(), cfg, r).Msg("serving")
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Fatalf("ready line %s\nwant it to hold %s", logs.String(), tc.want)
+			}
+		})
+	}
+}
+
 func TestStartErrors(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "p.yaml"), []byte("kind: Nope\napiVersion: v1\n"), 0o644)
@@ -229,6 +261,10 @@ func TestStartErrors(t *testing.T) {
 		{Config{Policies: "../../../policies/examples", PublicKey: "-----BEGIN"}, true, "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key: text outside PEM blocks"},
 		{Config{Policies: "../../../policies/examples", Fallback: bad}, true, "configuration error: fallback bundle " + bad + ": 1 error(s) in policy bundle:"},
 		{Config{Policies: "gs://b/p"}, true, "configuration error: gs://b/p: storage backend not built in: this function reads directories only"},
+		// A key setting that holds no key does not turn verification off.
+		{Config{Policies: "../../../policies/examples", PublicKeySet: true}, true, noKey},
+		{Config{Policies: "../../../policies/examples", PublicKey: " \n\t"}, true, noKey},
+		{Config{Policies: "../../../policies/examples", PublicKey: ",", PublicKeySet: true}, true, noKey},
 	} {
 		_, err := Start(context.Background(), tc.cfg, zerolog.Nop())
 		if err == nil || errors.Is(err, ErrConfig) != tc.config || !strings.HasPrefix(err.Error(), tc.msg) {
