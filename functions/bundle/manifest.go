@@ -10,14 +10,18 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
+	"debug/elf"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
@@ -72,23 +76,73 @@ type Manifest struct {
 }
 
 // Toolchain names what compiles policies: admitfn's version and revision,
-// and the Kubernetes and cel-go versions it embeds.
+// and the Kubernetes and cel-go versions it embeds; and, for a build whose
+// version and revision do not pin its source, the binary's Go build ID.
 type Toolchain struct {
 	Admitfn    string `json:"admitfn"`
 	Revision   string `json:"revision,omitempty"`
 	Kubernetes string `json:"kubernetes"`
 	CEL        string `json:"cel"`
+	Build      string `json:"build,omitempty"`
 }
 
 // ThisToolchain is the running binary's.
 func ThisToolchain() Toolchain {
 	v := version.Get()
-	return Toolchain{Admitfn: v.Version, Revision: v.Revision, Kubernetes: v.Kubernetes, CEL: v.CEL}
+	t := Toolchain{Admitfn: v.Version, Revision: v.Revision, Kubernetes: v.Kubernetes, CEL: v.CEL}
+	if !t.pinned() {
+		t.Build = buildID()
+	}
+	return t
 }
 
-// IsThis reports whether t is set and is the running binary's toolchain:
-// what it compiled, and parsed, this binary would compile and parse alike.
-func (t *Toolchain) IsThis() bool { return t != nil && *t == ThisToolchain() }
+// pinned reports whether t names one source: a release or module version,
+// or a revision, neither of a tree with uncommitted changes ("-dirty",
+// "+dirty", which any changes share), or else a build ID. Two builds
+// without any of them ("(devel)" with no VCS stamp) may be any code.
+func (t Toolchain) pinned() bool {
+	if t.Build != "" {
+		return true
+	}
+	dirty := func(s string) bool { return strings.HasSuffix(s, "-dirty") || strings.HasSuffix(s, "+dirty") }
+	if dirty(t.Admitfn) || dirty(t.Revision) {
+		return false
+	}
+	return t.Revision != "" || t.Admitfn != "" && t.Admitfn != "(devel)"
+}
+
+// IsThis reports whether t is set, names one source, and is the running
+// binary's toolchain: what it compiled, and parsed, this binary would
+// compile and parse alike.
+func (t *Toolchain) IsThis() bool { return t != nil && t.pinned() && *t == ThisToolchain() }
+
+// buildID is the Go build ID of the running executable, from its ELF note;
+// "" when it has none (built with -buildid=) or cannot be read.
+var buildID = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sec := f.Section(".note.go.buildid")
+	if sec == nil {
+		return ""
+	}
+	data, err := sec.Data()
+	// namesz, descsz, type, then the name "Go\x00\x00" and the ID.
+	if err != nil || len(data) < 16 || string(data[12:16]) != "Go\x00\x00" {
+		return ""
+	}
+	n := binary.LittleEndian.Uint32(data[4:8])
+	if uint64(len(data)) < 16+uint64(n) {
+		return ""
+	}
+	return string(data[16 : 16+n])
+})
 
 // ManifestObject is one object of a bundle.
 type ManifestObject struct {

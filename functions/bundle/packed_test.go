@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -287,5 +288,41 @@ func TestPackedDocumentsAreBoundToTheFiles(t *testing.T) {
 				t.Fatalf("sources %+v\nwant the files, without documents", snap.Sources)
 			}
 		})
+	}
+}
+
+// A toolchain is this build's only when it names one source: a version or
+// a clean revision, or the binary's build ID. Unstamped builds of any code
+// ("(devel)", no revision) do not trust each other.
+func TestToolchainIdentity(t *testing.T) {
+	this := bundle.ThisToolchain()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A test binary has no VCS stamp: its build ID names it.
+	if this.Admitfn != "(devel)" || this.Revision != "" || this.Build != strings.TrimSpace(string(out)) || !this.IsThis() {
+		t.Fatalf("this toolchain %+v, build ID %q", this, out)
+	}
+	for name, edit := range map[string]func(*bundle.Toolchain){
+		"unstamped":        func(tc *bundle.Toolchain) { tc.Build = "" },
+		"another build":    func(tc *bundle.Toolchain) { tc.Build += "x" },
+		"dirty revision":   func(tc *bundle.Toolchain) { tc.Build, tc.Revision = "", "0123abc-dirty" },
+		"dirty version":    func(tc *bundle.Toolchain) { tc.Build, tc.Admitfn = "", "v0.0.0-20261127-0123abc+dirty" },
+		"another revision": func(tc *bundle.Toolchain) { tc.Revision = "0123abc" },
+	} {
+		tc := this
+		edit(&tc)
+		if tc.IsThis() {
+			t.Errorf("%s: %+v is taken for this build", name, tc)
+		}
+	}
+	var none *bundle.Toolchain
+	if none.IsThis() {
+		t.Error("no toolchain is taken for this build")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admitfn/admitfn/hack/build/srcrev"
 	"github.com/admitfn/admitfn/test/perf"
 	"github.com/admitfn/admitfn/test/soak"
 	"github.com/admitfn/admitfn/test/syncbuf"
@@ -45,6 +46,9 @@ func binaries(tb testing.TB) bins {
 			return
 		}
 		built = bins{server: filepath.Join(binDir, "server"), minimal: filepath.Join(binDir, "minimal"), upstream: filepath.Join(binDir, "upstream"), handler: filepath.Join(binDir, "handler"), cli: filepath.Join(binDir, "admitfn")}
+		// Stamped with the source's revision, as make builds: the CLI's
+		// push is then trusted by the server built with it.
+		ldflags := strings.TrimSpace("-s -w " + srcrev.Ldflags(srcrev.Revision(context.Background())))
 		for _, b := range []struct{ bin, pkg, tags string }{
 			{built.server, "../../functions/server", ""},
 			{built.minimal, "./minimal", ""},
@@ -52,7 +56,7 @@ func binaries(tb testing.TB) bins {
 			{built.handler, "./minimal", "admitfn_handler"},
 			{built.cli, "../../cmd/admitfn", ""},
 		} {
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+b.tags, "-o", b.bin, b.pkg)
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-tags="+b.tags, "-o", b.bin, b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)

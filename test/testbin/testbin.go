@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/hack/build/lambdabuild"
+	"github.com/admitfn/admitfn/hack/build/srcrev"
 )
 
 // EnvDir names the directory make builds the binaries into.
@@ -69,7 +70,13 @@ func Build(ctx context.Context, name, dir string) error {
 		}
 		return lambdabuild.Build(ctx, pkg, runtime.GOARCH, out)
 	}
-	args := append(append([]string{"build"}, Flags...), "-o", out, pkg)
+	args := append([]string{"build"}, Flags...)
+	if stamp := srcrev.Ldflags(srcrev.Revision(ctx)); stamp != "" {
+		// The revision of the source, as the bootstrap's: binaries built
+		// together trust each other's compiled bundles.
+		args = append(args, "-ldflags", stamp)
+	}
+	args = append(args, "-o", out, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/admitfn/admitfn/hack/build/srcrev"
 	"github.com/admitfn/admitfn/hack/build/zipfile"
 )
 
@@ -27,9 +28,14 @@ const Package = "github.com/admitfn/admitfn/functions/awslambda"
 // package.)
 var Flags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}
 
-// Build compiles pkg for linux/goarch with Flags into binary.
+// Build compiles pkg for linux/goarch with Flags into binary, stamped with
+// the revision of the source (srcrev).
 func Build(ctx context.Context, pkg, goarch, binary string) error {
-	return BuildWith(ctx, pkg, goarch, binary, "")
+	ldflags := ""
+	if stamp := srcrev.Ldflags(srcrev.Revision(ctx)); stamp != "" {
+		ldflags = Flags[len(Flags)-1] + " " + stamp
+	}
+	return BuildWith(ctx, pkg, goarch, binary, ldflags)
 }
 
 // BuildWith is Build with ldflags in place of Flags' (a release stamps its
