@@ -21,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
 	"github.com/admitfn/admitfn/core/engine"
@@ -86,6 +87,9 @@ needs.`,
 				return err
 			}
 			co.namespaceSet = cmd.Flags().Changed("namespace")
+			if errs := validation.IsDNS1123Subdomain(co.deployment); len(errs) > 0 {
+				return usagef("--deployment %q: %s", co.deployment, errs[0])
+			}
 			switch {
 			case co.enabled && len(o.files) > 0:
 				return usagef("--cluster reviews what the cluster holds: it takes no -f/--filename")
@@ -113,7 +117,8 @@ needs.`,
 	f.StringVar(&co.kubeconfig, "kubeconfig", "", "with --cluster: the kubeconfig (default: KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&co.context, "context", "", "with --cluster: the kubeconfig context (default: the current one)")
 	f.BoolVarP(&co.allNamespaces, "all-namespaces", "A", false, "with --cluster: every namespace, and cluster-scoped objects (default: -n, else the context's namespace)")
-	f.BoolVar(&co.writeReports, "write-reports", false, "with --cluster: write the PolicyReports to the cluster (its wgpolicyk8s.io CRDs must be installed), replacing admitfn's earlier ones")
+	f.BoolVar(&co.writeReports, "write-reports", false, "with --cluster: write the PolicyReports to the cluster (its wgpolicyk8s.io CRDs must be installed), replacing this deployment's earlier ones")
+	f.StringVar(&co.deployment, "deployment", defaultDeployment, "the name of the reports, and of the admitfn deployment they are for (label admitfn.io/deployment): --write-reports replaces and deletes only reports with that name and label, so deployments auditing one cluster keep their own")
 	outputFlag(cmd, &o.output, "table", "json", "junit", "policyreport")
 	return cmd
 }
@@ -190,7 +195,7 @@ func (c *cli) apply(o applyOptions, co clusterOptions) error {
 	case "junit":
 		err = writeApplyJUnit(c.out, results)
 	case "policyreport":
-		err = writePolicyReports(c.out, results, c.now())
+		err = writePolicyReports(c.out, results, c.now(), co.deployment)
 	default:
 		c.writeApplyTable(results, o.showPatch)
 	}

@@ -34,6 +34,7 @@ type clusterOptions struct {
 	allNamespaces bool
 	namespaceSet  bool // -n was given: only that namespace
 	writeReports  bool
+	deployment    string
 }
 
 // The reports' resources, when the cluster serves their CRDs.
@@ -241,10 +242,13 @@ func restConfig(kubeconfig, context string) (*rest.Config, string, error) {
 	return cfg, ns, nil
 }
 
-// writeReportsToCluster applies the reports with server-side apply and
-// deletes admitfn's reports in the namespaces reviewed that no longer
-// have results.
-func writeReportsToCluster(ctx context.Context, cfg *rest.Config, reports []policyReport, reviewed []string, clusterReviewed bool) error {
+// writeReportsToCluster applies the deployment's reports with server-side
+// apply and deletes its reports in the namespaces reviewed that no longer
+// have results. A report of that name that is not the deployment's (no
+// managed-by and deployment labels: another tool's, or another admitfn
+// deployment's) is neither replaced nor deleted; a delete is conditioned on
+// the UID of the report checked, so one recreated meanwhile stays.
+func writeReportsToCluster(ctx context.Context, cfg *rest.Config, reports []policyReport, reviewed []string, clusterReviewed bool, deployment string) error {
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
@@ -256,40 +260,77 @@ func writeReportsToCluster(ctx context.Context, cfg *rest.Config, reports []poli
 	if err != nil {
 		return err
 	}
+	resource := func(ns string) dynamic.ResourceInterface {
+		if ns == "" {
+			return dyn.Resource(clusterPolicyReportsGVR)
+		}
+		return dyn.Resource(policyReportsGVR).Namespace(ns)
+	}
+	// present is the deployment's report in ns, nil when there is none; a
+	// report of its name that is not its own is an error.
+	present := func(ri dynamic.ResourceInterface, ns string) (*unstructured.Unstructured, error) {
+		got, err := ri.Get(ctx, deployment, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the report %s: %w", reportPath(ns, deployment), err)
+		}
+		if l := got.GetLabels(); l[managedByLabel] != "admitfn" || l[deploymentLabel] != deployment {
+			return nil, fmt.Errorf("the report %s is not this deployment's (it lacks the labels %s=admitfn and %s=%s): not replacing or deleting it; name this deployment's reports with --deployment", reportPath(ns, deployment), managedByLabel, deploymentLabel, deployment)
+		}
+		return got, nil
+	}
 	written := map[string]bool{}
 	for _, rep := range reports {
+		ns := rep.Metadata.Namespace
+		ri := resource(ns)
+		if _, err := present(ri, ns); err != nil {
+			return err
+		}
 		raw, err := json.Marshal(rep)
 		if err != nil {
 			return err
 		}
-		ri := dynamic.ResourceInterface(dyn.Resource(clusterPolicyReportsGVR))
-		if rep.Kind == "PolicyReport" {
-			ri = dyn.Resource(policyReportsGVR).Namespace(rep.Metadata.Namespace)
-		}
 		if _, err := ri.Patch(ctx, rep.Metadata.Name, types.ApplyPatchType, raw, metav1.PatchOptions{FieldManager: "admitfn", Force: ptrTo(true)}); err != nil {
-			return fmt.Errorf("write %s %s: %w", rep.Kind, rep.Metadata.Namespace+"/"+rep.Metadata.Name, err)
+			return fmt.Errorf("write %s %s: %w", rep.Kind, reportPath(ns, rep.Metadata.Name), err)
 		}
-		written[rep.Metadata.Namespace] = true
+		written[ns] = true
 	}
-	stale := func(ri dynamic.ResourceInterface, ns string) error {
+	stale := func(ns string) error {
 		if written[ns] {
 			return nil
 		}
-		err := ri.Delete(ctx, reportName, metav1.DeleteOptions{})
+		ri := resource(ns)
+		got, err := present(ri, ns)
+		if err != nil || got == nil {
+			return err
+		}
+		uid := got.GetUID()
+		err = ri.Delete(ctx, deployment, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete the stale report in %q: %w", ns, err)
+			return fmt.Errorf("delete the stale report %s: %w", reportPath(ns, deployment), err)
 		}
 		return nil
 	}
 	for _, ns := range reviewed {
-		if err := stale(dyn.Resource(policyReportsGVR).Namespace(ns), ns); err != nil {
+		if err := stale(ns); err != nil {
 			return err
 		}
 	}
 	if clusterReviewed {
-		return stale(dyn.Resource(clusterPolicyReportsGVR), "")
+		return stale("")
 	}
 	return nil
+}
+
+// reportPath names a report in messages: namespace/name, or the name of a
+// ClusterPolicyReport.
+func reportPath(ns, name string) string {
+	if ns == "" {
+		return "ClusterPolicyReport " + name
+	}
+	return ns + "/" + name
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -335,7 +376,7 @@ func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult,
 			}
 			sort.Strings(reviewed)
 		}
-		if err := writeReportsToCluster(ctx, cfg, policyReports(results, c.now()), reviewed, namespace == ""); err != nil {
+		if err := writeReportsToCluster(ctx, cfg, policyReports(results, c.now(), co.deployment), reviewed, namespace == "", co.deployment); err != nil {
 			return nil, err
 		}
 	}

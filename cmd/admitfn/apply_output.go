@@ -214,12 +214,26 @@ type reportResource struct {
 	UID        string `json:"uid,omitempty"`
 }
 
-// reportName is the name of admitfn's reports, one per namespace.
-const reportName = "admitfn"
+// The labels of admitfn's reports. A report is admitfn's, for one
+// deployment, only when it carries both: apply --write-reports replaces and
+// deletes no other.
+const (
+	managedByLabel  = "app.kubernetes.io/managed-by"
+	deploymentLabel = "admitfn.io/deployment"
+)
+
+// defaultDeployment names the reports of an apply without --deployment.
+const defaultDeployment = "admitfn"
+
+// reportLabels are the labels of deployment's reports.
+func reportLabels(deployment string) map[string]string {
+	return map[string]string{managedByLabel: "admitfn", deploymentLabel: deployment}
+}
 
 // policyReports groups results into a PolicyReport per namespace and a
-// ClusterPolicyReport for cluster-scoped resources, in namespace order.
-func policyReports(results []resourceResult, now time.Time) []policyReport {
+// ClusterPolicyReport for cluster-scoped resources, in namespace order,
+// named after the deployment.
+func policyReports(results []resourceResult, now time.Time, deployment string) []policyReport {
 	byNS := map[string]*policyReport{}
 	for _, r := range results {
 		if len(r.Results) == 0 {
@@ -228,7 +242,7 @@ func policyReports(results []resourceResult, now time.Time) []policyReport {
 		rep := byNS[r.Resource.Namespace]
 		if rep == nil {
 			rep = &policyReport{APIVersion: "wgpolicyk8s.io/v1alpha2", Kind: "PolicyReport",
-				Metadata: reportMetadata{Name: reportName, Namespace: r.Resource.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "admitfn"}},
+				Metadata: reportMetadata{Name: deployment, Namespace: r.Resource.Namespace, Labels: reportLabels(deployment)},
 				Results:  []reportResult{}}
 			if r.Resource.Namespace == "" {
 				rep.Kind = "ClusterPolicyReport"
@@ -268,8 +282,8 @@ func policyReports(results []resourceResult, now time.Time) []policyReport {
 
 // writePolicyReports prints the reports as YAML documents, ready for
 // kubectl apply -f.
-func writePolicyReports(w io.Writer, results []resourceResult, now time.Time) error {
-	for i, rep := range policyReports(results, now) {
+func writePolicyReports(w io.Writer, results []resourceResult, now time.Time, deployment string) error {
+	for i, rep := range policyReports(results, now, deployment) {
 		doc, err := yaml.Marshal(rep)
 		if err != nil {
 			return err

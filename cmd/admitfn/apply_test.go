@@ -77,7 +77,7 @@ func TestPolicyReportsMatchTheCRD(t *testing.T) {
 			break
 		}
 	}
-	reports := policyReports(report.Resources, time.Now())
+	reports := policyReports(report.Resources, time.Now(), defaultDeployment)
 	bad := reports[len(reports)-1]
 	bad.Results = append([]reportResult(nil), bad.Results...)
 	bad.Results[0].Result = "denied" // not a result the CRD allows
@@ -151,6 +151,7 @@ spec:
 		{"no -f", "", nil, 2, "", "admitfn apply: name the resources with -f/--filename: a file, a directory, or - for standard input (or audit a cluster with --cluster)\n"},
 		{"-f and --cluster", "", []string{"-f", "-", "--cluster"}, 2, "", "admitfn apply: --cluster reviews what the cluster holds: it takes no -f/--filename\n"},
 		{"cluster flags without --cluster", "", []string{"-f", "-", "-A"}, 2, "", "admitfn apply: -A/--all-namespaces, --write-reports, --kubeconfig and --context need --cluster\n"},
+		{"a report name that is no object name", "", []string{"-f", "-", "--deployment", "Bad_Name"}, 2, "", "admitfn apply: --deployment \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')\nRun 'admitfn apply --help' for usage.\n"},
 		{"a kubeconfig that is not there", "", []string{"--cluster", "--kubeconfig", "testdata/apply/none"}, 1, "", "admitfn apply: kubeconfig: stat testdata/apply/none: no such file or directory\n"},
 		{"bad namespace labels", "", []string{"-f", "-", "--namespace-labels", "prod"}, 2, "", "admitfn apply: --namespace-labels \"prod\": want NS=KEY=VALUE[,KEY=VALUE...]\n"},
 		{"labels by flag select the binding", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--namespace-labels", "qa=env=prod,tier=web"}, 1,

@@ -193,8 +193,62 @@ spec: {policyName: team.audit.admitfn.io, validationActions: [Audit]}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("--write-reports with no results: %v\n%s", err, out)
 	}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}).Namespace("audit-shop").Get(ctx, "admitfn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	reports := dyn.Resource(schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}).Namespace("audit-shop")
+	if _, err := reports.Get(ctx, "admitfn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the stale report: %v, want it deleted", err)
+	}
+	if labels := written.GetLabels(); labels["app.kubernetes.io/managed-by"] != "admitfn" || labels["admitfn.io/deployment"] != "admitfn" {
+		t.Errorf("written report's labels %v", labels)
+	}
+
+	// A report of that name that is not admitfn's (another tool's, or one
+	// made by hand) is neither replaced nor deleted.
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+		"metadata": map[string]any{"name": "admitfn", "namespace": "audit-shop", "labels": map[string]any{"app.kubernetes.io/managed-by": "someone-else"}},
+		"results":  []any{},
+	}}
+	foreign, err = reports.Create(ctx, foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const notOurs = "admitfn apply: the report audit-shop/admitfn is not this deployment's (it lacks the labels app.kubernetes.io/managed-by=admitfn and admitfn.io/deployment=admitfn): not replacing or deleting it; name this deployment's reports with --deployment\n"
+	for _, b := range []string{bundle, quiet} {
+		cmd := exec.Command(kube.cliBin, "apply", "-p", b, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop", "--audit", "--write-reports")
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		if err := cmd.Run(); err == nil || errOut.String() != notOurs {
+			t.Errorf("--write-reports over another's report: %v %q, want %q", err, errOut.String(), notOurs)
+		}
+		if got, err := reports.Get(ctx, "admitfn", metav1.GetOptions{}); err != nil || got.GetUID() != foreign.GetUID() || got.GetResourceVersion() != foreign.GetResourceVersion() {
+			t.Errorf("another's report was touched: %v %v", got, err)
+		}
+	}
+
+	// Two deployments auditing one cluster keep their own reports: the
+	// staging bundle's, named staging, beside the default one's.
+	if err := reports.Delete(ctx, "admitfn", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := audit("-n", "audit-shop", "--audit", "--write-reports"); code != 0 {
+		t.Fatalf("--write-reports: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := audit("-n", "audit-shop", "--audit", "--write-reports", "--deployment", "staging"); code != 0 {
+		t.Fatalf("--write-reports --deployment staging: exit %d %s", code, errOut)
+	}
+	staging, err := reports.Get(ctx, "staging", metav1.GetOptions{})
+	if err != nil || staging.GetLabels()["admitfn.io/deployment"] != "staging" {
+		t.Fatalf("staging's report: %v %v", staging, err)
+	}
+	cmd = exec.Command(kube.cliBin, "apply", "-p", quiet, "--cluster", "--kubeconfig", kubeconfig, "-n", "audit-shop", "--write-reports", "--deployment", "staging")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("--write-reports --deployment staging with no results: %v\n%s", err, out)
+	}
+	if _, err := reports.Get(ctx, "staging", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("staging's stale report: %v, want it deleted", err)
+	}
+	if _, err := reports.Get(ctx, "admitfn", metav1.GetOptions{}); err != nil {
+		t.Errorf("the default deployment's report went with staging's: %v", err)
 	}
 
 	// The deployed webhook decides as the audit did: web's update is
