@@ -144,7 +144,7 @@ release-check: $(CYCLONEDX_GOMOD) release-deps ## the CI variant of make release
 	rm -rf $(RELEASE_CHECK) && mkdir -p $(RELEASE_CHECK)
 	$(GO) run ./cmd/admitfn keygen --out $(RELEASE_CHECK)/release.key
 	for run in a b; do \
-		$(GO) run ./hack/release -quick -version v0.0.0-ci -out $(RELEASE_CHECK)/$$run -cyclonedx-gomod $(CYCLONEDX_GOMOD) -sign-key $(RELEASE_CHECK)/release.key || exit 1; \
+		$(GO) run ./hack/release -quick -version v0.0.0-ci -out $(RELEASE_CHECK)/$$run -cyclonedx-gomod $(CYCLONEDX_GOMOD) -sign-key $(RELEASE_CHECK)/release.key -release-key $(RELEASE_CHECK)/release.key.pub || exit 1; \
 	done
 	diff -r $(RELEASE_CHECK)/a $(RELEASE_CHECK)/b && echo "release-check: two builds are byte-identical"
 	ADMITFN_RELEASE_TESTS=required ADMITFN_RELEASE_DIR=$(CURDIR)/$(RELEASE_CHECK)/a ADMITFN_RELEASE_KEY=$(CURDIR)/$(RELEASE_CHECK)/release.key.pub \

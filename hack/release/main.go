@@ -55,8 +55,13 @@ type release struct {
 	artifacts     []string // file names in out
 	ctx           context.Context
 	signKey       ed25519.PrivateKey
+	releaseKey    string // the public key file signKey must match
 	license       []byte // LICENSE, which every artifact carries
 }
+
+// ReleaseKey is the public key releases are signed with, committed with
+// the source; docs/install.md gives its fingerprint.
+const ReleaseKey = "docs/admitfn-release.pub"
 
 func main() {
 	r := &release{ctx: context.Background()}
@@ -65,6 +70,7 @@ func main() {
 	flag.StringVar(&r.cdx, "cyclonedx-gomod", "cyclonedx-gomod", "the SBOM generator")
 	flag.BoolVar(&r.quick, "quick", false, "linux/amd64 only: the CI variant")
 	signKey := flag.String("sign-key", "", "ed25519 private key (PKCS #8 PEM, as admitfn keygen makes) to sign SHA256SUMS with")
+	flag.StringVar(&r.releaseKey, "release-key", ReleaseKey, "the public key the signing key must be the pair of: the one docs/install.md tells users to verify with")
 	flag.Parse()
 	if err := r.run(*signKey); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -87,6 +93,19 @@ func (r *release) run(signKey string) error {
 		}
 		if r.signKey, err = bundle.ParsePrivateKey(data); err != nil {
 			return fmt.Errorf("%s: %w", signKey, err)
+		}
+		// A signature users cannot check against the key they were told
+		// to trust protects nothing: sign with the pair of that key only.
+		pub, err := os.ReadFile(r.releaseKey)
+		if err != nil {
+			return err
+		}
+		keys, err := bundle.ParsePublicKeys(string(pub))
+		if err != nil || len(keys) != 1 {
+			return fmt.Errorf("%s: want one ed25519 public key: %v", r.releaseKey, err)
+		}
+		if have := r.signKey.Public().(ed25519.PublicKey); !have.Equal(keys[0]) {
+			return fmt.Errorf("-sign-key %s is key %s, not the release key %s (%s)", signKey, bundle.KeyID(have), bundle.KeyID(keys[0]), r.releaseKey)
 		}
 	}
 	if r.license, err = os.ReadFile(filepath.Join(r.repo, "LICENSE")); err != nil {

@@ -2,6 +2,11 @@ package main
 
 import (
 	"archive/zip"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -12,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/test/doccheck"
 )
 
@@ -211,24 +217,33 @@ func TestInstallDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(work, "admitfn-release.pub"), pub, 0o644); err != nil {
+	// The key comes from the repository, and the docs check its
+	// fingerprint; the release checked here is signed with a key made for
+	// the check, which takes its place for the signature step.
+	repoKey, err := filepath.Abs("../../" + ReleaseKey)
+	if err != nil {
 		t.Fatal(err)
 	}
 	const stand = `set -eu
-curl() { [ "$1" = -LO ] && cp "$RELEASE/${2##*/}" .; }
+curl() { [ "$1" = -LO ] || return 1; case "$2" in */docs/admitfn-release.pub) cp "$REPO_KEY" .;; *) cp "$RELEASE/${2##*/}" .;; esac; }
 sudo() { [ "$1" = install ] && [ -x "$2" ]; }
 `
 	fill := strings.NewReplacer("v0.1.0", version, "docker://registry.example.com/", "dir:"+registry+"/")
 	comment := regexp.MustCompile(`(?m)(?:^|\s)# (.+)$`)
-	for _, step := range append(doccheck.Find(t, "docs/install.md", 4), doccheck.Find(t, "README.md", 1)...) {
+	for _, step := range append(doccheck.Find(t, "docs/install.md", 5), doccheck.Find(t, "README.md", 1)...) {
+		if strings.Contains(step.Text, "pkeyutl -verify") {
+			if err := os.WriteFile(filepath.Join(work, "admitfn-release.pub"), pub, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cmd := exec.Command("sh", "-c", stand+fill.Replace(step.Text))
-		cmd.Dir, cmd.Env = work, []string{"PATH=/usr/bin:/bin", "HOME=" + work, "RELEASE=" + dir, "V=" + version}
+		cmd.Dir, cmd.Env = work, []string{"PATH=/usr/bin:/bin", "HOME=" + work, "RELEASE=" + dir, "V=" + version, "REPO_KEY=" + repoKey}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: %v\n%s", step, err, out)
 			continue
 		}
-		for _, c := range comment.FindAllStringSubmatch(step.Text, -1) {
+		for _, c := range comment.FindAllStringSubmatch(fill.Replace(step.Text), -1) {
 			if !strings.Contains(string(out), c[1]) {
 				t.Errorf("%s: the step says it prints %q; it printed:\n%s", step, c[1], out)
 			}
@@ -279,4 +294,48 @@ func unzip(t *testing.T, archive, dir string) []string {
 		}
 	}
 	return names
+}
+
+// The release key's fingerprint in docs/install.md is the committed key's.
+func TestReleaseKeyFingerprint(t *testing.T) {
+	pem, err := os.ReadFile("../../" + ReleaseKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := bundle.ParsePublicKeys(string(pem))
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("%s: %v", ReleaseKey, err)
+	}
+	sum := sha256.Sum256(keys[0])
+	doc, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# " + hex.EncodeToString(sum[:]) + "  -\n"; !strings.Contains(string(doc), want) {
+		t.Errorf("docs/install.md does not give the fingerprint of %s: %s", ReleaseKey, want)
+	}
+}
+
+// make release signs only with the pair of the committed release key.
+func TestReleaseRefusesAnotherSigningKey(t *testing.T) {
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _, err := bundle.MarshalKeys(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "other.key")
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &release{version: "v0.0.1", releaseKey: "../../" + ReleaseKey, out: t.TempDir(), ctx: context.Background()}
+	err = r.run(keyFile)
+	pem, _ := os.ReadFile("../../" + ReleaseKey)
+	keys, _ := bundle.ParsePublicKeys(string(pem))
+	want := "-sign-key " + keyFile + " is key " + bundle.KeyID(other.Public().(ed25519.PublicKey)) + ", not the release key " + bundle.KeyID(keys[0]) + " (../../" + ReleaseKey + ")"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
 }
