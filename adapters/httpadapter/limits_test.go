@@ -126,14 +126,20 @@ func TestShedsReviewsBeyondTheLimits(t *testing.T) {
 	}
 }
 
+// counting is an engine that allows every review, and counts them.
+func counting() (fakeEngine, *atomic.Int32) {
+	n := &atomic.Int32{}
+	return fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
+		n.Add(1)
+		return allowAll(ctx, r, req)
+	}}, n
+}
+
 // A body that is still arriving at the deadline ends the review with a 504:
 // the request is neither decoded nor reviewed after its caller gave up.
 func TestBodyReadStopsAtTheDeadline(t *testing.T) {
-	reviewed := atomic.Int32{}
-	h := New(fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
-		reviewed.Add(1)
-		return allowAll(ctx, r, req)
-	}}, zerolog.Nop())
+	eng, reviewed := counting()
+	h := New(eng, zerolog.Nop())
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -218,11 +224,8 @@ func answer(t *testing.T, c net.Conn) (int, string) {
 // hold no place a complete review needs: with three times as many of them
 // as review places, a complete review is answered.
 func TestSlowBodiesHoldNoPlace(t *testing.T) {
-	reviewed := atomic.Int32{}
-	h := New(fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
-		reviewed.Add(1)
-		return allowAll(ctx, r, req)
-	}}, zerolog.Nop(), WithLimits(Limits{Reviews: 2, Bytes: 64 << 10, BodyIdle: time.Minute, MinBodyRate: 1}))
+	eng, reviewed := counting()
+	h := New(eng, zerolog.Nop(), WithLimits(Limits{Reviews: 2, Bytes: 64 << 10, BodyIdle: time.Minute, MinBodyRate: 1}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
@@ -250,11 +253,8 @@ func TestSlowBodiesHoldNoPlace(t *testing.T) {
 // before the review's deadline; one that keeps trickling below the minimum
 // rate ends too. Neither is evaluated, and the connection closes.
 func TestSlowBodiesEnd(t *testing.T) {
-	reviewed := atomic.Int32{}
-	h := New(fakeEngine{review: func(ctx context.Context, r policy.Route, req *review.Request) (*engine.Result, error) {
-		reviewed.Add(1)
-		return allowAll(ctx, r, req)
-	}}, zerolog.Nop(), WithLimits(Limits{BodyIdle: 200 * time.Millisecond, MinBodyRate: 1000}))
+	eng, reviewed := counting()
+	h := New(eng, zerolog.Nop(), WithLimits(Limits{BodyIdle: 200 * time.Millisecond, MinBodyRate: 1000}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
@@ -297,6 +297,22 @@ func TestSlowBodiesEnd(t *testing.T) {
 	}
 }
 
+// waitBytes waits until h holds n bytes of its body budget.
+func waitBytes(t *testing.T, h *Handler, n int64) {
+	t.Helper()
+	for end := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		h.inFlight.mu.Lock()
+		held := h.inFlight.bytes
+		h.inFlight.mu.Unlock()
+		if held == n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d bytes of the body budget taken, want %d", held, n)
+		}
+	}
+}
+
 // The body budget counts bytes received: a body whose bytes would cross it
 // is shed with 429 as they arrive, and its bytes go back.
 func TestBodyBudgetCountsBytesReceived(t *testing.T) {
@@ -307,31 +323,12 @@ func TestBodyBudgetCountsBytesReceived(t *testing.T) {
 	held := trickle(t, addr, 20000, 6000)
 	// The 6000 bytes are taken once the handler has read them: a body of
 	// 5000 then finds no room.
-	for end := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
-		h.inFlight.mu.Lock()
-		n := h.inFlight.bytes
-		h.inFlight.mu.Unlock()
-		if n == 6000 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d bytes taken, want 6000", n)
-		}
-	}
+	waitBytes(t, h, 6000)
 	big := trickle(t, addr, 5000, 5000)
 	if code, body := answer(t, big); code != 429 || body != shed {
 		t.Fatalf("a body beyond the budget: %d %s", code, body)
 	}
 	held.Close()
-	for end := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
-		h.inFlight.mu.Lock()
-		n := h.inFlight.bytes
-		h.inFlight.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d bytes still taken after the requests ended", n)
-		}
-	}
+	// Every byte goes back once the requests end.
+	waitBytes(t, h, 0)
 }
