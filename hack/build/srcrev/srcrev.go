@@ -55,7 +55,10 @@ func Revision(ctx context.Context) string {
 	}
 	h := sha256.New()
 	h.Write(diff)
-	for _, name := range bytes.Split(bytes.TrimSuffix(untracked, []byte{0}), []byte{0}) {
+	for _, name := range bytes.Split(untracked, []byte{0}) {
+		if len(name) == 0 {
+			continue // after the last name's NUL
+		}
 		data, err := os.ReadFile(filepath.Join(root, string(name)))
 		if err != nil {
 			return ""

@@ -1,0 +1,67 @@
+package srcrev
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// git runs git in dir, failing the test on error.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// The revision names the commit of a clean tree, a digest of what changed
+// otherwise (edits and untracked files alike, tests and Markdown left
+// out), and nothing outside a work tree.
+func TestRevision(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q")
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("main.go", "package main\n")
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-q", "-m", "first")
+	t.Chdir(dir)
+	ctx := context.Background()
+	clean := Revision(ctx)
+	if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(clean) {
+		t.Fatalf("clean tree: %q", clean)
+	}
+	write("main_test.go", "package main\n")
+	write("NOTES.md", "notes\n")
+	if got := Revision(ctx); got != clean {
+		t.Fatalf("a test and a Markdown file added: %q, want %q", got, clean)
+	}
+	write("main.go", "package main\n\nfunc main() {}\n")
+	edited := Revision(ctx)
+	if !regexp.MustCompile(`^` + clean + `-changed-[0-9a-f]{12}$`).MatchString(edited) {
+		t.Fatalf("an edit: %q", edited)
+	}
+	write("other.go", "package main\n")
+	added := Revision(ctx)
+	if added == edited || !regexp.MustCompile(`^` + clean + `-changed-[0-9a-f]{12}$`).MatchString(added) {
+		t.Fatalf("an untracked file beside the edit: %q (edit alone %q)", added, edited)
+	}
+	if again := Revision(ctx); again != added {
+		t.Fatalf("the same tree twice: %q and %q", added, again)
+	}
+	t.Chdir(t.TempDir())
+	if got := Revision(ctx); got != "" {
+		t.Fatalf("outside a work tree: %q", got)
+	}
+	if Ldflags("") != "" || Ldflags("abc") != "-X github.com/admitfn/admitfn/core/version.releaseRevision=abc" {
+		t.Errorf("Ldflags: %q %q", Ldflags(""), Ldflags("abc"))
+	}
+}
