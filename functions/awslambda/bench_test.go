@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/admitfn/admitfn/test/cgrouptest"
 	"github.com/admitfn/admitfn/test/perf/warmbench"
 	"github.com/admitfn/admitfn/test/soak"
+	"github.com/admitfn/admitfn/test/testbin"
 )
 
 // BenchmarkP7ColdStart measures process exec → first answered Function URL
@@ -28,6 +31,10 @@ import (
 // pushed to a directory, as docs/aws-lambda.md ships one in the deployment
 // package: read packed, each policy compiled on first use. The same files
 // as YAML compile whole before the first event (whole-x-hello).
+//
+// The bundle pushed signed, to a function that requires the signature,
+// also reads its documents from the packed form (signed-x-hello): only a
+// signature binds them to the files, so unsigned the files are parsed.
 //
 // The upstream floor runs with them: the hello-world function linked with
 // the Kubernetes and cel-go packages admitfn's core reuses
@@ -52,12 +59,32 @@ func BenchmarkP7ColdStart(b *testing.B) {
 	if _, out := coldStartOut(b, bootstrap, ev, memory, policies); !strings.Contains(out, `"packed":true,"compile_on_use":12`) {
 		b.Fatalf("the pushed bundle was not read packed and compiled on use:\n%s", out)
 	}
-	var admitfn, whole, baseline, floor time.Duration
+	// Pushed signed, to a function that requires the signature: the one
+	// case whose packed documents replace parsing the files.
+	keyFile := filepath.Join(dir, "bundle.key")
+	cli := testbin.Path(b, "admitfn")
+	if out, err := exec.Command(cli, "keygen", "--out", keyFile).CombinedOutput(); err != nil {
+		b.Fatalf("admitfn keygen: %v\n%s", err, out)
+	}
+	signed := filepath.Join(dir, "signed")
+	if out, err := exec.Command(cli, "push", "-p", "../../policies/examples", "--to", signed, "--sign-key", keyFile).CombinedOutput(); err != nil {
+		b.Fatalf("admitfn push --sign-key: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(keyFile + ".pub")
+	if err != nil {
+		b.Fatal(err)
+	}
+	signedEnv := []string{memory, "ADMITFN_POLICIES=" + signed, "ADMITFN_BUNDLE_PUBLIC_KEY=" + string(pub)}
+	if _, out := coldStartOut(b, bootstrap, ev, signedEnv...); !strings.Contains(out, `"packed":true,"compile_on_use":12`) || !strings.Contains(out, `"signatures_required":true`) {
+		b.Fatalf("the signed bundle was not read packed, verified and compiled on use:\n%s", out)
+	}
+	var admitfn, whole, baseline, floor, signedStart time.Duration
 	b.ResetTimer()
 	for range b.N {
 		baseline += coldStart(b, hello, ev, memory)
 		floor += coldStart(b, upstream, ev, memory)
 		admitfn += coldStart(b, bootstrap, ev, memory, policies)
+		signedStart += coldStart(b, bootstrap, ev, signedEnv...)
 		whole += coldStart(b, bootstrap, ev, memory, files)
 	}
 	n := float64(b.N)
@@ -68,6 +95,7 @@ func BenchmarkP7ColdStart(b *testing.B) {
 	b.ReportMetric(float64(admitfn)/float64(baseline), "x-hello")
 	b.ReportMetric(float64(whole)/float64(baseline), "whole-x-hello")
 	b.ReportMetric(float64(floor)/float64(baseline), "upstream-x-hello")
+	b.ReportMetric(float64(signedStart)/float64(baseline), "signed-x-hello")
 }
 
 // coldStart starts bin in a 128 MB memory cgroup against a fresh Runtime

@@ -105,16 +105,16 @@ func freePort(tb testing.TB) string {
 
 // coldStart execs bin serving policies and times it until its first answer
 // to the Pod review, then stops it.
-func coldStart(tb testing.TB, bin, policies string, body []byte) time.Duration {
-	return coldStartLogged(tb, bin, policies, body, nil)
+func coldStart(tb testing.TB, bin, policies string, body []byte, args ...string) time.Duration {
+	return coldStartLogged(tb, bin, policies, body, nil, args...)
 }
 
 // coldStartLogged is coldStart with the process's output written to log.
-func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Writer) time.Duration {
+func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Writer, args ...string) time.Duration {
 	tb.Helper()
 	addr := freePort(tb)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	cmd := exec.Command(bin, "-addr", addr, "-policies", policies, "-refresh-interval", "0")
+	cmd := exec.Command(bin, append([]string{"-addr", addr, "-policies", policies, "-refresh-interval", "0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -156,6 +156,9 @@ func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Wr
 // which no server answering with admitfn's reviews over any bundle can
 // beat. So does the server with the 20 policies of Bundle20 alone, the 17
 // the Pod matches among them, compiled whole (first-review-x-minimal).
+// The same bundle pushed signed, read by a server that requires the
+// signature, also parses no YAML (signed-x-minimal): only a signature binds
+// the packed documents to the files.
 func BenchmarkP4ColdStart(b *testing.B) {
 	bin := binaries(b)
 	dir := bundle100(b)
@@ -163,6 +166,19 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	if out, err := exec.Command(bin.cli, "push", "-p", dir, "--to", pushed).CombinedOutput(); err != nil {
 		b.Fatalf("admitfn push: %v\n%s", err, out)
 	}
+	keyFile := filepath.Join(b.TempDir(), "bundle.key")
+	if out, err := exec.Command(bin.cli, "keygen", "--out", keyFile).CombinedOutput(); err != nil {
+		b.Fatalf("admitfn keygen: %v\n%s", err, out)
+	}
+	signed := filepath.Join(b.TempDir(), "signed")
+	if out, err := exec.Command(bin.cli, "push", "-p", dir, "--to", signed, "--sign-key", keyFile).CombinedOutput(); err != nil {
+		b.Fatalf("admitfn push --sign-key: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(keyFile + ".pub")
+	if err != nil {
+		b.Fatal(err)
+	}
+	withKey := []string{"-bundle-public-key", string(pub)}
 	one := b.TempDir()
 	if err := perf.WriteDir(perf.Generated(1, 0), one); err != nil {
 		b.Fatal(err)
@@ -183,12 +199,18 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	if !strings.Contains(log.String(), `"packed":true,"compile_on_use":100`) {
 		b.Fatalf("the pushed bundle was not read packed and compiled on use:\n%s", log.String())
 	}
-	var admitfn, whole, baseline, upstream, handler, firstOnly time.Duration
+	var signedLog syncbuf.Buffer
+	coldStartLogged(b, bin.server, signed, body, &signedLog, withKey...)
+	if !strings.Contains(signedLog.String(), `"packed":true,"compile_on_use":100`) || !strings.Contains(signedLog.String(), `"signatures_required":true`) {
+		b.Fatalf("the signed bundle was not read packed, verified and compiled on use:\n%s", signedLog.String())
+	}
+	var admitfn, whole, baseline, upstream, handler, firstOnly, signedStart time.Duration
 	for b.Loop() {
 		baseline += coldStart(b, bin.minimal, dir, body)
 		upstream += coldStart(b, bin.upstream, dir, body)
 		handler += coldStart(b, bin.handler, one, body)
 		admitfn += coldStart(b, bin.server, pushed, body)
+		signedStart += coldStart(b, bin.server, signed, body, withKey...)
 		whole += coldStart(b, bin.server, dir, body)
 		firstOnly += coldStart(b, bin.server, first, body)
 	}
@@ -204,6 +226,7 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	b.ReportMetric(float64(upstream)/float64(baseline), "upstream-x-minimal")
 	b.ReportMetric(float64(handler)/float64(baseline), "handler-x-minimal")
 	b.ReportMetric(float64(firstOnly)/float64(baseline), "first-review-x-minimal")
+	b.ReportMetric(float64(signedStart)/float64(baseline), "signed-x-minimal")
 }
 
 // BenchmarkP5Throughput: reviews per second of the server on loopback, 8
