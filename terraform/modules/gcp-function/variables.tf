@@ -189,6 +189,12 @@ variable "bundle_public_key" {
   description = "PEM ed25519 public key (from `admitfn keygen`): only bundles signed with its private key load. Bundles this module uploads are unsigned, so set it only when bundles are pushed with `admitfn push --sign-key` instead."
   type        = string
   default     = null
+
+  validation {
+    # A key setting that holds no key stops the function from starting.
+    condition     = try(trimspace(var.bundle_public_key) != "", true)
+    error_message = "bundle_public_key is set but holds no key: set it to the public key bundles are signed with, or leave it null to load unsigned bundles."
+  }
 }
 
 variable "upload_policies" {

@@ -217,3 +217,11 @@ run "vpc_needs_both" {
   }
   expect_failures = [var.vpc_security_group_ids]
 }
+
+run "blank_bundle_public_key" {
+  command = plan
+  variables {
+    bundle_public_key = " "
+  }
+  expect_failures = [var.bundle_public_key]
+}

@@ -154,3 +154,11 @@ run "module_owned_environment" {
   }
   expect_failures = [var.environment_variables]
 }
+
+run "blank_bundle_public_key" {
+  command = plan
+  variables {
+    bundle_public_key = " "
+  }
+  expect_failures = [var.bundle_public_key]
+}
