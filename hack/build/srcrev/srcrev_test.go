@@ -51,7 +51,7 @@ func TestRevision(t *testing.T) {
 	}
 	write("other.go", "package main\n")
 	added := Revision(ctx)
-	if added == edited || !regexp.MustCompile(`^` + clean + `-changed-[0-9a-f]{12}$`).MatchString(added) {
+	if added == edited || !regexp.MustCompile(`^`+clean+`-changed-[0-9a-f]{12}$`).MatchString(added) {
 		t.Fatalf("an untracked file beside the edit: %q (edit alone %q)", added, edited)
 	}
 	if again := Revision(ctx); again != added {
