@@ -214,6 +214,8 @@ func functions(baseDir string) map[string]function.Function {
 		"setintersection": stdlib.SetIntersectionFunc,
 		"startswith":      strFn(strings.HasPrefix),
 		"tonumber":        stdlib.MakeToFunc(cty.Number),
+		"trimspace":       stdlib.TrimSpaceFunc,
+		"try":             tryfunc.TryFunc,
 	}
 }
 
@@ -441,6 +443,8 @@ func TestVariableValidations(t *testing.T) {
 		fails     string // the variable whose validation fails; "" for none
 	}{
 		{"aws defaults", "modules/aws-lambda", lambda, ""},
+		{"aws blank bundle key", "modules/aws-lambda", with(lambda, "bundle_public_key", str("")), "bundle_public_key"},
+		{"aws bundle key", "modules/aws-lambda", with(lambda, "bundle_public_key", str("MCowBQYDK2VwAyEA0Nk7XUWWq0fVkwB73ojfH6g3ao9Cl17CnlNvsav0VQM=")), ""},
 		{"aws timeout equal to the webhook's", "modules/aws-lambda", with(lambda, "timeout", num(10)), "timeout"},
 		{"aws timeout above the webhook's", "modules/aws-lambda", with(lambda, "timeout", num(15), "webhook_timeout_seconds", num(12)), "timeout"},
 		{"aws short webhook timeout", "modules/aws-lambda", with(lambda, "timeout", num(2), "webhook_timeout_seconds", num(3)), ""},
@@ -478,6 +482,8 @@ func TestVariableValidations(t *testing.T) {
 		{"aws bucket name with capitals", "modules/aws-lambda", with(lambda, "create_bucket", cty.False, "bucket_name", str("My_Policies")), "bucket_name"},
 
 		{"gcp defaults", "modules/gcp-function", gcf, ""},
+		{"gcp blank bundle key", "modules/gcp-function", with(gcf, "bundle_public_key", str(" \n")), "bundle_public_key"},
+		{"gcp bundle key", "modules/gcp-function", with(gcf, "bundle_public_key", str("MCowBQYDK2VwAyEA0Nk7XUWWq0fVkwB73ojfH6g3ao9Cl17CnlNvsav0VQM=")), ""},
 		{"gcp timeout equal to the webhook's", "modules/gcp-function", with(gcf, "timeout_seconds", num(10)), "timeout_seconds"},
 		{"gcp old runtime", "modules/gcp-function", with(gcf, "runtime", str("go125")), "runtime"},
 		{"gcp later runtime", "modules/gcp-function", with(gcf, "runtime", str("go127")), ""},

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 // (srcrev).
 func TestVersionFlag(t *testing.T) {
 	out, err := exec.Command(bootstrap, "--version").Output()
-	want := regexp.MustCompile(`^admitfn \(devel\) \(revision (unknown|[0-9a-f]{40}(-changed-[0-9a-f]{12})?), Kubernetes v1\.37\.2, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+	want := regexp.MustCompile(`^admitfn \(devel\) \(revision (unknown|src-[0-9a-f]{16}), Kubernetes v1\.37\.2, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
 	if err != nil || !want.Match(out) {
 		t.Errorf("bootstrap --version: %q, %v; want %s", out, err, want)
 	}

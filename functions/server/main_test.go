@@ -213,7 +213,7 @@ const patience = 2 * time.Minute
 
 // versionLine is what -version prints: the build stamps a module version
 // and revision when it runs in a git checkout (Go's -buildvcs default).
-var versionLine = regexp.MustCompile(`^admitfn (\(devel\)|v\S+) \(revision (unknown|[0-9a-f]+(-dirty|-changed-[0-9a-f]{12})?), Kubernetes v1\.37\.2, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+var versionLine = regexp.MustCompile(`^admitfn (\(devel\)|v\S+) \(revision (unknown|[0-9a-f]+(-dirty)?|src-[0-9a-f]{16}), Kubernetes v1\.37\.2, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
 
 // serverBinary is the server as make builds it for the tests.
 func serverBinary(t *testing.T) string {
@@ -254,7 +254,7 @@ func TestProcess(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"message":"shutting down"`) {
 		t.Errorf("no shutdown log:\n%s", stderr)
 	}
-	if !regexp.MustCompile(`"version":"[^"]+","revision":"[0-9a-f]*(-dirty|-changed-[0-9a-f]{12})?","kubernetes":"v1.37.2"`).MatchString(stderr.String()) {
+	if !regexp.MustCompile(`"version":"[^"]+","revision":"([0-9a-f]*(-dirty)?|src-[0-9a-f]{16})","kubernetes":"v1.37.2"`).MatchString(stderr.String()) {
 		t.Errorf("the serving line does not say which admitfn this is:\n%s", stderr)
 	}
 	if out, err := exec.Command(bin, "-version").Output(); err != nil || !versionLine.MatchString(string(out)) {

@@ -19,9 +19,9 @@ func git(t *testing.T, dir string, args ...string) {
 	}
 }
 
-// The revision names the commit of a clean tree, a digest of what changed
-// otherwise (edits and untracked files alike, tests and Markdown left
-// out), and nothing outside a work tree.
+// The revision is a digest of the source: the same for the same files at
+// any commit, another for any edit or untracked file (tests and Markdown
+// left out), and nothing outside a work tree.
 func TestRevision(t *testing.T) {
 	dir := t.TempDir()
 	git(t, dir, "init", "-q")
@@ -36,7 +36,7 @@ func TestRevision(t *testing.T) {
 	t.Chdir(dir)
 	ctx := context.Background()
 	clean := Revision(ctx)
-	if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(clean) {
+	if !regexp.MustCompile(`^src-[0-9a-f]{16}$`).MatchString(clean) {
 		t.Fatalf("clean tree: %q", clean)
 	}
 	write("main_test.go", "package main\n")
@@ -44,15 +44,20 @@ func TestRevision(t *testing.T) {
 	if got := Revision(ctx); got != clean {
 		t.Fatalf("a test and a Markdown file added: %q, want %q", got, clean)
 	}
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-q", "-m", "second")
+	if got := Revision(ctx); got != clean {
+		t.Fatalf("the same source at another commit: %q, want %q", got, clean)
+	}
 	write("main.go", "package main\n\nfunc main() {}\n")
 	edited := Revision(ctx)
-	if !regexp.MustCompile(`^` + clean + `-changed-[0-9a-f]{12}$`).MatchString(edited) {
-		t.Fatalf("an edit: %q", edited)
+	if edited == clean || !regexp.MustCompile(`^src-[0-9a-f]{16}$`).MatchString(edited) {
+		t.Fatalf("an edit: %q (before %q)", edited, clean)
 	}
 	write("other.go", "package main\n")
 	added := Revision(ctx)
-	if added == edited || !regexp.MustCompile(`^`+clean+`-changed-[0-9a-f]{12}$`).MatchString(added) {
-		t.Fatalf("an untracked file beside the edit: %q (edit alone %q)", added, edited)
+	if added == edited {
+		t.Fatalf("an untracked file beside the edit: %q, as the edit alone", added)
 	}
 	if again := Revision(ctx); again != added {
 		t.Fatalf("the same tree twice: %q and %q", added, again)
