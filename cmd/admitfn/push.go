@@ -35,8 +35,9 @@ its path in the bundle (a progress line each), then the packed form
 (.admitfn/packed.json: every file, and its documents parsed, which functions
 read in one request), and the manifest (.admitfn/manifest.json) is written
 last: object keys, sizes, sha256 digests, versions (where the bucket keeps
-them), bundle ID, creation time and the versions that compiled it (functions
-built from them start before compiling it, and parse no YAML). Functions read
+them), bundle ID, creation time and the build that compiled it (functions
+of that build start before compiling it, and parse no YAML when the
+manifest is signed and they verify it). Functions read
 only what a manifest names, so they switch from one bundle to the next in one
 step; test files (*_test.yaml) and hidden files are not uploaded.
 
