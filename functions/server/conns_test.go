@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,5 +256,72 @@ func TestServerUnderALowDescriptorLimit(t *testing.T) {
 	}
 	if !strings.HasPrefix(line, `{"level":"warn","fd_limit":128,"max_connections":96,`) {
 		t.Fatalf("no warning that the cap was lowered in:\n%s", logs)
+	}
+}
+
+// Over HTTP/2 (kube-apiserver's protocol to an HTTPS webhook) a stream whose
+// body stops arriving ends with 408 after the handler's idle limit, as on
+// HTTP/1; and while more such streams than review places are open on one
+// connection, a complete review on the same connection is answered.
+func TestSlowBodiesOverHTTP2(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSigned(t)
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", certFile, "-tls-key", keyFile}, nil)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	client := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+
+	places := 16 * runtime.GOMAXPROCS(0)
+	type result struct {
+		code  int
+		body  string
+		proto string
+		err   error
+	}
+	stalled := make(chan result, places+1)
+	var writers []*io.PipeWriter
+	for range places + 1 {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		req, _ := http.NewRequest("POST", "https://"+addr+"/validate?timeout=30s", pr)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = 1000
+		go func() {
+			resp, err := client.Do(req)
+			if err != nil {
+				stalled <- result{err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			stalled <- result{code: resp.StatusCode, body: string(b), proto: resp.Proto}
+		}()
+		go pw.Write([]byte(`{"apiVersion":`)) // then nothing more
+	}
+	defer func() {
+		for _, pw := range writers {
+			pw.Close()
+		}
+	}()
+	// A complete review beside them, on the same client.
+	resp, err := client.Post("https://"+addr+"/validate?timeout=10s", "application/json", strings.NewReader(review(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || !strings.Contains(string(got), `"allowed":false`) {
+		t.Fatalf("a complete review beside %d stalled streams: %s %d %s", places+1, resp.Proto, resp.StatusCode, got)
+	}
+	const idle = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"request body stopped arriving: no byte for 5s","reason":"Timeout","code":408}`
+	for range places + 1 {
+		r := <-stalled
+		if r.err != nil || r.code != http.StatusRequestTimeout || r.body != idle || r.proto != "HTTP/2.0" {
+			t.Fatalf("a stalled stream: %s %d %s %v", r.proto, r.code, r.body, r.err)
+		}
 	}
 }
