@@ -27,6 +27,9 @@ import (
 // directory, one YAML or JSON file, or - for standard input.
 const policiesUsage = "policy bundle: a directory, a YAML or JSON file, - for standard input, or s3://bucket/prefix or gs://bucket/prefix"
 
+// fetchTimeout bounds reading a bundle through its manifest.
+const fetchTimeout = 2 * time.Minute
+
 // maxStdinBundle bounds a bundle read from standard input.
 const maxStdinBundle = 64 << 20
 
@@ -91,7 +94,9 @@ func (c *cli) readBundle(path string) ([]policy.Source, error) {
 	if _, err := os.Stat(filepath.Join(path, filepath.FromSlash(bundle.ManifestKey))); err == nil {
 		// A pushed directory: read as a function reads it, through its
 		// manifest, so that what a command tests is what is enforced.
-		return c.fetch(path, store.NewDir(path))
+		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+		defer cancel()
+		return c.fetch(ctx, path, store.NewDir(path))
 	}
 	sources, err := policy.ReadFS(os.DirFS(path), ".")
 	if err != nil {
@@ -124,13 +129,13 @@ func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	defer cancel()
 	bucket, err := anystore.Open(ctx, loc, opts, false)
 	if err != nil {
 		return nil, withCredentialHint(loc, err)
 	}
-	sources, err := c.fetch(path, bucket)
+	sources, err := c.fetch(ctx, path, bucket)
 	if err != nil {
 		return nil, withCredentialHint(loc, err)
 	}
@@ -141,13 +146,11 @@ func (c *cli) fetchBundle(path string) ([]policy.Source, error) {
 // objects its manifest names, each checked against its digest, and the
 // manifest's signature, location and expiry checked against
 // ADMITFN_BUNDLE_PUBLIC_KEY when it is set.
-func (c *cli) fetch(path string, bucket store.Bucket) ([]policy.Source, error) {
+func (c *cli) fetch(ctx context.Context, path string, bucket store.Bucket) ([]policy.Source, error) {
 	keys, err := c.publicKeys()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	snap, err := (&bundle.Fetcher{Bucket: bucket, Keys: keys}).Fetch(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", path, err)

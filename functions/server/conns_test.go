@@ -3,15 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -264,15 +261,8 @@ func TestServerUnderALowDescriptorLimit(t *testing.T) {
 // HTTP/1; and while more such streams than review places are open on one
 // connection, a complete review on the same connection is answered.
 func TestSlowBodiesOverHTTP2(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM := selfSigned(t)
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	os.WriteFile(certFile, certPEM, 0o600)
-	os.WriteFile(keyFile, keyPEM, 0o600)
+	certFile, keyFile, client := serving(t)
 	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", certFile, "-tls-key", keyFile}, nil)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	client := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()
 
 	places := 16 * runtime.GOMAXPROCS(0)

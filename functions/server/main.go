@@ -60,10 +60,6 @@ type config struct {
 	tokensFile, basicFile, clientCA string
 }
 
-// lookupEnv tells a variable set empty from one not set, which getenv
-// cannot: an empty ADMITFN_BUNDLE_PUBLIC_KEY is an error, not no key.
-var lookupEnv = os.LookupEnv
-
 // errVersion: -version was given; main prints the version instead of serving.
 var errVersion = errors.New("version requested")
 
@@ -111,7 +107,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, exactCostErr
 	}
 	c.maxConnectionsAsked = getenv("ADMITFN_MAX_CONNECTIONS") != ""
-	_, c.bundle.PublicKeySet = lookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
+	// Set but empty is an error, not no key, and getenv cannot tell the two
+	// apart: the process's own environment can.
+	_, c.bundle.PublicKeySet = os.LookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
 	c.bundle.PublicKeySet = c.bundle.PublicKeySet || c.bundle.PublicKey != ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {

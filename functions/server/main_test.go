@@ -115,19 +115,26 @@ func TestServesTheExampleBundle(t *testing.T) {
 	}
 }
 
-func TestServesHTTPS(t *testing.T) {
+// serving is a self-signed certificate and key in files, and a client that
+// trusts the certificate, for a server under test.
+func serving(t *testing.T) (certFile, keyFile string, client *http.Client) {
+	t.Helper()
 	dir := t.TempDir()
 	certPEM, keyPEM := selfSigned(t)
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	os.WriteFile(certFile, certPEM, 0o600)
 	os.WriteFile(keyFile, keyPEM, 0o600)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return certFile, keyFile, &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+}
+
+func TestServesHTTPS(t *testing.T) {
+	certFile, keyFile, client := serving(t)
 	// Configured through the environment, as in a container.
 	addr, logs := start(t, nil, map[string]string{
 		"ADMITFN_ADDR": "127.0.0.1:0", "ADMITFN_POLICIES": examples, "ADMITFN_TLS_CERT": certFile, "ADMITFN_TLS_KEY": keyFile,
 	})
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	resp, err := client.Get("https://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)

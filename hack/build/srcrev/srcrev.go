@@ -45,7 +45,7 @@ func Revision(ctx context.Context) string {
 		}
 	}
 	slices.Sort(names)
-	names = slices.Compact(names) // a file both cached and changed is listed once each way
+	names = slices.Compact(names) // an unmerged file is listed once per stage
 	h := sha256.New()
 	for _, name := range names {
 		data, err := os.ReadFile(filepath.Join(root, name))
