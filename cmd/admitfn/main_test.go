@@ -30,10 +30,10 @@ func Example_render() {
 	//   - v1
 	//   - v1beta1
 	//   clientConfig:
-	//     url: https://admitfn.example.com/validate
+	//     url: https://admitfn.example.com/validate/8b3e12d787
 	//   failurePolicy: Fail
 	//   matchPolicy: Equivalent
-	//   name: validate.admitfn.io
+	//   name: 8b3e12d787.validate.admitfn.io
 	//   namespaceSelector:
 	//     matchExpressions:
 	//     - key: kubernetes.io/metadata.name

@@ -252,7 +252,7 @@ func TestToken(t *testing.T) {
 	}
 	// The rendered configuration carries it in every webhook's URL.
 	code, cfg, errOut := admitfn("render", "-p", "testdata/small", "--url", "https://fn.example.com/"+tok)
-	if code != 0 || !strings.Contains(cfg, "url: https://fn.example.com/"+tok+"/validate\n") {
+	if code != 0 || !strings.Contains(cfg, "url: https://fn.example.com/"+tok+"/validate/8b3e12d787\n") {
 		t.Errorf("render with a token: %d %s %s", code, cfg, errOut)
 	}
 }

@@ -187,7 +187,7 @@ cases:
 	code := run([]string{"test", dir}, &stdout, &stderr)
 	f := filepath.Join(dir, "x_test.yaml")
 	want := "ok   " + f + ": qa is not declared\n" +
-		"       warning: namespace \"qa\" is not declared under namespaces: its only label is kubernetes.io/metadata.name, so the webhook /validate/f58a6d88d9 is not called\n" +
+		"       warning: namespace \"qa\" is not declared under namespaces: its only label is kubernetes.io/metadata.name, so the webhook /validate/4289ce6a1b is not called\n" +
 		"FAIL " + f + ": a YAML 1.1 boolean\n" +
 		"       input error in object: not a valid ConfigMap: cannot unmarshal bool into Go struct field ConfigMap.data of type string (quote YAML 1.1 booleans such as y, yes, on)\n" +
 		"FAIL: 1 of 2 cases failed\n"

@@ -192,6 +192,12 @@ func build(b *policy.Set, c *celeval.Compiler, deferred bool) (*Engine, error) {
 		r.validating = newIndex(hooks, func(h validate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		r.mutating = newIndex(mutatingHooks, func(h mutate.Hook) *admissionregistrationv1.MatchResources { return h.Policy.Spec.MatchConstraints })
 		e.routes[g.Route()] = r
+		if g.Default {
+			// The bare prefix, for requests sent by hand: whatever the
+			// default group holds now. Rendered configurations name the
+			// group's ID.
+			e.routes[policy.Route{Type: g.Type}] = r
+		}
 	}
 	return e, nil
 }

@@ -52,6 +52,6 @@ spec: {policyName: max-replicas.example.com, validationActions: [Deny]}
 		fmt.Println(res.Response.Result.Message)
 	}
 	// Output:
-	// /validate false 422
+	// /validate/8b3e12d787 false 422
 	// ValidatingAdmissionPolicy 'max-replicas.example.com' with binding 'max-replicas' denied request: at most 5 replicas, not 8
 }

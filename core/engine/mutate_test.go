@@ -118,9 +118,12 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 func TestMutateSetLabel(t *testing.T) {
 	e := loadExamples(t, "08-mutate-label.yaml")
 	rt := mutateRoute(t, e, "managed-label.example.com")
-	if rt != (policy.Route{Type: policy.Mutating}) {
-		t.Fatalf("route = %+v, want the default /mutate", rt)
+	if g := e.Groups()[0]; g.Route() != rt || !g.Default {
+		t.Fatalf("route = %+v, want the default group's", rt)
 	}
+	// The bare prefix serves the default group too.
+	expectPatch(t, mustReview(t, e, policy.Route{Type: policy.Mutating}, deploymentRequest(t, "CREATE", deployment("web", "default", 1, nil))),
+		`[{"op":"add","path":"/metadata/labels","value":{"admitfn.io/managed":"true"}}]`)
 	expectPatch(t, mustReview(t, e, rt, deploymentRequest(t, "CREATE", deployment("web", "default", 1, map[string]any{"app": "web"}))),
 		`[{"op":"add","path":"/metadata/labels/admitfn.io~1managed","value":"true"}]`)
 	expectPatch(t, mustReview(t, e, rt, deploymentRequest(t, "CREATE", deployment("web", "default", 1, nil))),

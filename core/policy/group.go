@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -12,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Routes: the default group of each webhook type is served on its prefix, a
-// group with an ID on prefix + "/" + ID.
+// Routes: each group is served on prefix + "/" + ID. The bare prefix serves
+// the bundle's default group (no selectors, failurePolicy Fail,
+// reinvocationPolicy Never), whatever its members: the route of
+// configurations rendered before group IDs named their members, and of
+// requests sent by hand.
 const (
 	ValidatePathPrefix = "/validate"
 	MutatePathPrefix   = "/mutate"
@@ -80,11 +84,19 @@ func ParseRoute(path string) (Route, bool) {
 // passed the group's namespaceSelector.
 type Group struct {
 	Type Type
-	// ID is stable for the same selectors, failure policy and (mutating)
-	// reinvocation policy; empty for the default group (no selectors,
-	// failurePolicy Fail, reinvocationPolicy Never), served on /validate or
-	// /mutate.
+	// ID is a digest of what the group's webhook tells kube-apiserver to
+	// filter by and of the names of its bindings: the same for the same
+	// selectors, failure policy, (mutating) reinvocation policy and
+	// bindings, whatever the bindings' and policies' other contents. A
+	// publish that changes neither keeps every route; one that moves,
+	// adds or removes a binding gives its group a new route, so a webhook
+	// configuration rendered before it names a route of its own, which
+	// the function serves with the bundle it was rendered from for a
+	// transition (docs/cluster.md).
 	ID string
+	// Default: no selectors, failurePolicy Fail, reinvocationPolicy Never;
+	// also served on the bare prefix.
+	Default bool
 	// NamespaceSelector is the policy's and the binding's selectors merged.
 	NamespaceSelector *metav1.LabelSelector
 	// ObjectSelector is the policy's and the binding's selectors merged.
@@ -113,10 +125,16 @@ type groupKey struct {
 	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType `json:"reinvocationPolicy,omitempty"`
 }
 
-// grouper accumulates bindings into groups of one type.
+// grouper accumulates bindings into groups of one type, by the digest of
+// their key.
 type grouper struct {
-	typ  Type
-	byID map[string]*Group
+	typ   Type
+	byKey map[string]*Group
+	keys  map[*Group]string
+}
+
+func newGrouper(t Type) *grouper {
+	return &grouper{typ: t, byKey: map[string]*Group{}, keys: map[*Group]string{}}
 }
 
 // add returns the group of a binding (with matchResources binding, possibly
@@ -133,11 +151,12 @@ func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResour
 		FailurePolicy:      fp,
 		ReinvocationPolicy: rp,
 	}
-	id := key.id()
-	g, ok := gr.byID[id]
+	kid := key.id()
+	g, ok := gr.byKey[kid]
 	if !ok {
-		g = &Group{Type: gr.typ, ID: id, NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy, ReinvocationPolicy: key.ReinvocationPolicy}
-		gr.byID[id] = g
+		g = &Group{Type: gr.typ, Default: key.isDefault(), NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy, ReinvocationPolicy: key.ReinvocationPolicy}
+		gr.byKey[kid] = g
+		gr.keys[g] = kid
 	}
 	rules := constraints.ResourceRules
 	if binding != nil && len(binding.ResourceRules) > 0 {
@@ -151,21 +170,33 @@ func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResour
 	return g
 }
 
-// groups returns the groups, the default one (ID "") first, the others
-// ordered by ID.
-func (gr *grouper) groups() []*Group {
-	groups := make([]*Group, 0, len(gr.byID))
-	for _, g := range gr.byID {
+// groups gives each group its ID, from its key and its bindings' names,
+// and returns them, the default one first, the others ordered by ID.
+func (gr *grouper) groups(names func(*Group) []string) []*Group {
+	groups := make([]*Group, 0, len(gr.byKey))
+	for _, g := range gr.byKey {
+		members := slices.Sorted(slices.Values(names(g)))
+		data, _ := json.Marshal(struct {
+			Key      string   `json:"key"`
+			Bindings []string `json:"bindings"`
+		}{gr.keys[g], members}) // strings only: cannot fail
+		sum := sha256.Sum256(data)
+		g.ID = hex.EncodeToString(sum[:])[:10]
 		groups = append(groups, g)
 	}
-	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].Default != groups[j].Default {
+			return groups[i].Default
+		}
+		return groups[i].ID < groups[j].ID
+	})
 	return groups
 }
 
 // Groups partitions the bundle's ValidatingAdmissionPolicyBindings. The
 // default group, if any, comes first; the others are ordered by ID.
 func (b *Set) Groups() []*Group {
-	gr := &grouper{typ: Validating, byID: map[string]*Group{}}
+	gr := newGrouper(Validating)
 	for _, binding := range b.Bindings {
 		p := b.Policy(binding.Spec.PolicyName)
 		if p == nil {
@@ -174,14 +205,20 @@ func (b *Set) Groups() []*Group {
 		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, "")
 		g.Bindings = append(g.Bindings, binding)
 	}
-	return gr.groups()
+	return gr.groups(func(g *Group) []string {
+		names := make([]string, len(g.Bindings))
+		for i, b := range g.Bindings {
+			names[i] = b.Name
+		}
+		return names
+	})
 }
 
 // MutatingGroups partitions the bundle's MutatingAdmissionPolicyBindings the
 // same way, also by the policy's reinvocationPolicy, which a mutating
 // webhook carries once.
 func (b *Set) MutatingGroups() []*Group {
-	gr := &grouper{typ: Mutating, byID: map[string]*Group{}}
+	gr := newGrouper(Mutating)
 	for _, binding := range b.MutatingBindings {
 		p := b.MutatingPolicy(binding.Spec.PolicyName)
 		if p == nil {
@@ -190,17 +227,24 @@ func (b *Set) MutatingGroups() []*Group {
 		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
 		g.MutatingBindings = append(g.MutatingBindings, binding)
 	}
-	return gr.groups()
+	return gr.groups(func(g *Group) []string {
+		names := make([]string, len(g.MutatingBindings))
+		for i, b := range g.MutatingBindings {
+			names[i] = b.Name
+		}
+		return names
+	})
+}
+
+func (k groupKey) isDefault() bool {
+	return isEmpty(k.NamespaceSelector) && isEmpty(k.ObjectSelector) && k.FailurePolicy == admissionregistrationv1.Fail &&
+		(k.ReinvocationPolicy == "" || k.ReinvocationPolicy == admissionregistrationv1.NeverReinvocationPolicy)
 }
 
 func (k groupKey) id() string {
-	if isEmpty(k.NamespaceSelector) && isEmpty(k.ObjectSelector) && k.FailurePolicy == admissionregistrationv1.Fail &&
-		(k.ReinvocationPolicy == "" || k.ReinvocationPolicy == admissionregistrationv1.NeverReinvocationPolicy) {
-		return ""
-	}
 	data, _ := json.Marshal(k) // plain structs and sorted maps: cannot fail, and deterministic
 	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])[:10]
+	return hex.EncodeToString(sum[:])
 }
 
 func isEmpty(s *metav1.LabelSelector) bool {

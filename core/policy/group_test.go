@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -111,13 +112,14 @@ spec:
 		}
 		got = append(got, s)
 	}
-	// IDs are digests of (namespaceSelector, objectSelector, failurePolicy):
-	// they must not change between releases, or deployed webhook
-	// configurations would point at routes that no longer exist.
+	// IDs are digests of (namespaceSelector, objectSelector, failurePolicy)
+	// and the bindings' names: they must not change between releases, or
+	// deployed webhook configurations would point at routes that no
+	// longer exist.
 	want := []summary{
-		{path: "/validate", fp: "Fail", ns: &metav1.LabelSelector{}, bindings: []string{"b-pods"}, rules: 1},
-		{path: "/validate/08611df65d", fp: "Ignore", ns: &metav1.LabelSelector{}, bindings: []string{"b-ignore"}, rules: 1},
-		{path: "/validate/d00554191c", fp: "Fail", ns: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod", "team": "a"}}, bindings: []string{"b-scoped-1", "b-scoped-2"}, rules: 2},
+		{path: "/validate/39dba6d353", fp: "Fail", ns: &metav1.LabelSelector{}, bindings: []string{"b-pods"}, rules: 1},
+		{path: "/validate/9cb91bc79a", fp: "Ignore", ns: &metav1.LabelSelector{}, bindings: []string{"b-ignore"}, rules: 1},
+		{path: "/validate/e32951eabd", fp: "Fail", ns: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod", "team": "a"}}, bindings: []string{"b-scoped-1", "b-scoped-2"}, rules: 2},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("groups:\n got %+v\nwant %+v", got, want)
@@ -174,8 +176,8 @@ spec: {policyName: ` + name + `}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("groups:\n got %q\nwant %q", got, want)
 	}
-	if b.MutatingGroups()[0].Path() != "/mutate" {
-		t.Errorf("first group %s, want the default /mutate", b.MutatingGroups()[0].Path())
+	if g := b.MutatingGroups()[0]; !g.Default || g.ReinvocationPolicy != "Never" || g.FailurePolicy != "Fail" {
+		t.Errorf("first group %s (%s, %s), want the default one", g.Path(), g.FailurePolicy, g.ReinvocationPolicy)
 	}
 }
 
@@ -192,6 +194,86 @@ func TestParseRoute(t *testing.T) {
 	for _, bad := range []string{"/", "/validate/", "/mutate/a/b", "/mutatex", "/mutating", "mutate", "/validate/a/b"} {
 		if r, ok := ParseRoute(bad); ok {
 			t.Errorf("ParseRoute(%q) = %+v, want no route", bad, r)
+		}
+	}
+}
+
+// A group's route survives every change kube-apiserver's filtering does not
+// see, and changes with every one it does: the function can then tell a
+// configuration rendered before a publish from one rendered after it.
+func TestGroupIDsFollowFilteringAndMembers(t *testing.T) {
+	policyDoc := func(name, expr string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations: [{expression: "` + expr + `"}]
+---
+`
+	}
+	bindingDoc := func(name, policy, nsSel string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec:
+  policyName: ` + policy + `
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: ` + nsSel + `}
+---
+`
+	}
+	ids := func(docs ...string) map[string]string {
+		t.Helper()
+		b, err := Parse([]Source{{Name: "b.yaml", Data: []byte(strings.Join(docs, ""))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, g := range b.Groups() {
+			var names []string
+			for _, pb := range g.Bindings {
+				names = append(names, pb.Name)
+			}
+			out[strings.Join(names, ",")] = g.ID
+		}
+		return out
+	}
+	const prod, all = "{matchLabels: {env: prod}}", "{}"
+	base := ids(policyDoc("p", "true"), policyDoc("q", "true"), bindingDoc("bx", "p", prod), bindingDoc("by", "q", prod), bindingDoc("bz", "q", all))
+	if len(base) != 2 {
+		t.Fatalf("groups %v, want bx,by and bz", base)
+	}
+	for _, tc := range []struct {
+		name string
+		got  map[string]string
+		same []string // groups whose route must survive
+	}{
+		{"expression changed", ids(policyDoc("p", "false"), policyDoc("q", "true"), bindingDoc("bx", "p", prod), bindingDoc("by", "q", prod), bindingDoc("bz", "q", all)), []string{"bx,by", "bz"}},
+		{"bindings reordered", ids(policyDoc("q", "true"), policyDoc("p", "true"), bindingDoc("by", "q", prod), bindingDoc("bz", "q", all), bindingDoc("bx", "p", prod)), []string{"by,bx", "bz"}},
+		{"binding moved", ids(policyDoc("p", "true"), policyDoc("q", "true"), bindingDoc("bx", "p", all), bindingDoc("by", "q", prod), bindingDoc("bz", "q", all)), nil},
+		{"binding removed", ids(policyDoc("p", "true"), policyDoc("q", "true"), bindingDoc("bx", "p", prod), bindingDoc("bz", "q", all)), []string{"bz"}},
+		{"binding added", ids(policyDoc("p", "true"), policyDoc("q", "true"), bindingDoc("bx", "p", prod), bindingDoc("by", "q", prod), bindingDoc("bz", "q", all), bindingDoc("bw", "p", all)), []string{"bx,by"}},
+	} {
+		for members, id := range tc.got {
+			key := members
+			if key == "by,bx" {
+				key = "bx,by"
+			}
+			old, existed := base[key]
+			survives := slices.Contains(tc.same, members)
+			if survives && id != old {
+				t.Errorf("%s: group %s has route %s, want %s as before", tc.name, members, id, old)
+			}
+			if !survives && existed && id == old {
+				t.Errorf("%s: group %s kept route %s", tc.name, members, id)
+			}
+			for otherMembers, otherOld := range base {
+				if otherMembers != key && id == otherOld {
+					t.Errorf("%s: group %s took the route %s of group %s", tc.name, members, id, otherMembers)
+				}
+			}
 		}
 	}
 }

@@ -107,10 +107,10 @@ func TestServesTheExampleBundle(t *testing.T) {
 	if !strings.Contains(logs.String(), "serving plain HTTP: kube-apiserver only calls webhooks over HTTPS") {
 		t.Errorf("no plain-HTTP warning in logs:\n%s", logs)
 	}
-	if !strings.Contains(logs.String(), `"route":"/validate","failure_policy":"Fail","bindings":3`) {
+	if !strings.Contains(logs.String(), `"route":"/validate/b11fbe337a","failure_policy":"Fail","bindings":3`) {
 		t.Errorf("groups not logged:\n%s", logs)
 	}
-	if !strings.Contains(logs.String(), `"route":"/mutate","failure_policy":"Fail","bindings":4,"reinvocation_policy":"Never"`) {
+	if !strings.Contains(logs.String(), `"route":"/mutate/796c055a56","failure_policy":"Fail","bindings":4,"reinvocation_policy":"Never"`) {
 		t.Errorf("mutating group not logged with its bindings:\n%s", logs)
 	}
 }

@@ -256,10 +256,10 @@ func TestFunctionAnswersReviews(t *testing.T) {
 		code                          int
 		want                          any // the decoded body
 	}{
-		{"allow v1beta1", "/validate/b4f22ec9c1?timeout=10s", "application/json", request("basic-allow-v1beta1"), 200, golden("basic-allow-v1beta1")},
-		{"deny", "/validate/b4f22ec9c1?timeout=10s", "application/json", request("basic-deny"), 200, golden("basic-deny")},
+		{"allow v1beta1", "/validate/dd1dcf98e3?timeout=10s", "application/json", request("basic-allow-v1beta1"), 200, golden("basic-allow-v1beta1")},
+		{"deny", "/validate/dd1dcf98e3?timeout=10s", "application/json", request("basic-deny"), 200, golden("basic-deny")},
 		{"warn", "/validate?timeout=10s", "application/json", request("warn"), 200, golden("warn")},
-		{"mutate", "/mutate/ad2da1a5bf?timeout=10s", "application/json", request("mutate-sidecar"), 200, golden("mutate-sidecar")},
+		{"mutate", "/mutate/be3fc56f24?timeout=10s", "application/json", request("mutate-sidecar"), 200, golden("mutate-sidecar")},
 		{"malformed review", "/validate", "application/json", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400,
 			map[string]any{"apiVersion": "v1", "kind": "Status", "metadata": map[string]any{}, "status": "Failure", "reason": "BadRequest", "code": float64(400),
 				"message": "malformed AdmissionReview: request is missing"}},

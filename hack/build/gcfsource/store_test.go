@@ -41,7 +41,7 @@ func TestBundleFromGCS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err = http.Post(base+"/validate/b4f22ec9c1?timeout=10s", "application/json", strings.NewReader(string(req)))
+	resp, err = http.Post(base+"/validate/dd1dcf98e3?timeout=10s", "application/json", strings.NewReader(string(req)))
 	if err != nil {
 		t.Fatal(err)
 	}
