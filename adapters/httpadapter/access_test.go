@@ -199,7 +199,7 @@ func TestMetrics(t *testing.T) {
 	want := []metrics.Review{
 		{Route: "/validate", Decision: metrics.Denied, Status: 200, Bundle: id, FailedPolicies: []string{"min-replicas.example.com", "image-matches-environment.policy.example.com"}},
 		{Route: "/validate", Decision: metrics.Error, Status: 400, Bundle: id},
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Bundle: id},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Bundle: id, RouteState: "unknown"},
 	}
 	if !reflect.DeepEqual(rec.reviews, want) || rec.rejected != 1 {
 		t.Errorf("recorded %+v, %d rejected\nwant %+v, 1", rec.reviews, rec.rejected, want)
@@ -242,11 +242,11 @@ func TestCallerMadePathsAreNoLabels(t *testing.T) {
 	}
 	id := eng.BundleID()
 	want := []metrics.Review{
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 400, Bundle: id},
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 413, Bundle: id},
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 415, Bundle: id},
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 400, Bundle: id},
-		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Bundle: id},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 400, Bundle: id, RouteState: "unknown"},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 413, Bundle: id, RouteState: "unknown"},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 415, Bundle: id, RouteState: "unknown"},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 400, Bundle: id, RouteState: "unknown"},
+		{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Bundle: id, RouteState: "unknown"},
 		{Route: "/validate", Decision: metrics.Error, Status: 400, Bundle: id},
 	}
 	if !reflect.DeepEqual(rec.reviews, want) {

@@ -63,6 +63,12 @@ type RouteKnower interface {
 	HasRoute(policy.Route) bool
 }
 
+// RouteStater is implemented by engines that serve the routes an earlier
+// bundle retired (reload.Reloader).
+type RouteStater interface {
+	RouteState(policy.Route) engine.RouteState
+}
+
 // Readiness is implemented by engines whose bundle can be missing or
 // stale (one reloaded from a store): /readyz answers 503 while not ready,
 // with detail in the body.
@@ -158,7 +164,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusWriter{ResponseWriter: w, start: time.Now()}
 	res := h.review(sw, r, route)
-	h.metrics.Review(r.Context(), reviewMetrics(h.routeLabel(route), res, sw.status(), h.engine.BundleID(), time.Since(sw.start)))
+	m := reviewMetrics(h.routeLabel(route), res, sw.status(), h.engine.BundleID(), time.Since(sw.start))
+	m.RouteState = string(h.routeState(route))
+	h.metrics.Review(r.Context(), m)
 }
 
 func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, route string) {
@@ -177,10 +185,23 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, route 
 // only the bundle may create label values (each is a time series, and on
 // Lambda a billed custom metric).
 func (h *Handler) routeLabel(route policy.Route) string {
-	if k, ok := h.engine.(RouteKnower); ok && k.HasRoute(route) {
+	if h.routeState(route) != engine.RouteUnknown {
 		return route.Path()
 	}
 	return metrics.UnknownRoute
+}
+
+// routeState says how the engine serves route: served, retired (an earlier
+// bundle's, in its transition), ended (retired, transition over) or
+// unknown.
+func (h *Handler) routeState(route policy.Route) engine.RouteState {
+	if s, ok := h.engine.(RouteStater); ok {
+		return s.RouteState(route)
+	}
+	if k, ok := h.engine.(RouteKnower); ok && k.HasRoute(route) {
+		return engine.RouteServed
+	}
+	return engine.RouteUnknown
 }
 
 // statusWriter remembers the status of the answer, for metrics.
@@ -376,7 +397,11 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	switch {
 	case errors.Is(err, engine.ErrUnknownRoute):
 		reject(fields(log.Warn()), http.StatusNotFound, fmt.Sprintf("no policy group %q in the current bundle: re-render the webhook configurations", route.Path())).Str("requested_route", clip(route.Path(), 128)).
-			Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+			Str("route_state", string(engine.RouteUnknown)).Msg("configuration drift: the webhook configuration names a group the bundle does not have")
+		return
+	case errors.Is(err, engine.ErrRetiredRoute):
+		reject(fields(log.Warn()), http.StatusNotFound, fmt.Sprintf("policy group %q was retired by a later bundle and its transition is over: apply the webhook configurations rendered for the current bundle", route.Path())).Str("requested_route", route.Path()).
+			Str("route_state", string(engine.RouteEnded)).Err(err).Msg("configuration drift: the webhook configuration names a retired group")
 		return
 	case errors.Is(err, engine.ErrNoBundle):
 		reject(fields(log.Error()), http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID)).Msg("no policy bundle loaded")
@@ -401,7 +426,13 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 	if !res.Response.Allowed {
 		decision = "denied"
 	}
-	fields(log.Info()).Int("status", http.StatusOK).Str("decision", decision).
+	line := fields(log.Info())
+	if h.routeState(route) == engine.RouteRetired {
+		// Answered with the bundle that had the route: the cluster's
+		// webhook configuration predates the bundle serving.
+		line = line.Str("route_state", string(engine.RouteRetired))
+	}
+	line.Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).
 		Bool("patched", len(res.Response.Patch) > 0).
 		Msg("review")

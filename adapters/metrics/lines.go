@@ -70,6 +70,10 @@ func (l *Lines) Review(ctx context.Context, r Review) {
 		e = e.Strs("failed_policies", r.FailedPolicies)
 	}
 	measures := []emfMeasure{{ReviewsTotal, "Count"}, {ReviewDurationMS, "Milliseconds"}}
+	if r.RouteState != "" {
+		e = e.Str("route_state", r.RouteState).Int(StaleRouteReviewsTotal, 1)
+		measures = append(measures, emfMeasure{StaleRouteReviewsTotal, "Count"})
+	}
 	if l.bundle != nil {
 		b := l.bundle()
 		e = e.Float64(BundleAgeSeconds, b.Age.Seconds()).Int64(BundleLoadErrorsTotal, b.LoadErrors-l.loadErrors).Int64(BundleRefusedTotal, b.Refused-l.refused)

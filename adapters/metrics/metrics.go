@@ -17,6 +17,10 @@ const (
 	BundleLoadErrorsTotal = "admitfn_bundle_load_errors_total"
 	BundleRefusedTotal    = "admitfn_bundle_refused_total"
 	RejectedTotal         = "admitfn_rejected_requests_total"
+	// StaleRouteReviewsTotal counts reviews on routes the bundle serving
+	// does not have, by RouteState: a webhook configuration older (or
+	// newer) than the bundle.
+	StaleRouteReviewsTotal = "admitfn_stale_route_reviews_total"
 )
 
 // Decisions of a review.
@@ -43,6 +47,10 @@ type Review struct {
 	Bundle  string
 	// FailedPolicies denied, warned about or failed the request.
 	FailedPolicies []string
+	// RouteState is "" for a route of the bundle serving; else "retired"
+	// (an earlier bundle's, answered with it during its transition),
+	// "ended" (retired, transition over) or "unknown".
+	RouteState string
 }
 
 // Recorder receives reviews and rejected requests.

@@ -44,11 +44,29 @@ var (
 	// ErrUnknownRoute: the route names a group the bundle doesn't have; the
 	// webhook configuration and the bundle have drifted apart.
 	ErrUnknownRoute = errors.New("unknown policy group")
+	// ErrRetiredRoute: the route is one an earlier bundle served, whose
+	// transition is over; the webhook configuration is stale.
+	ErrRetiredRoute = errors.New("retired policy group")
 	// ErrInternal: evaluation itself failed.
 	ErrInternal = validate.ErrInternal
 	// ErrNoBundle: no bundle is loaded yet (its store could not be read),
 	// so nothing can be decided.
 	ErrNoBundle = errors.New("no policy bundle loaded")
+)
+
+// RouteState says how a function serves a route.
+type RouteState string
+
+const (
+	// RouteServed: a group of the bundle serving reviews.
+	RouteServed RouteState = ""
+	// RouteRetired: a group of an earlier bundle, served with it while
+	// the transition after the publish that retired it lasts.
+	RouteRetired RouteState = "retired"
+	// RouteEnded: a retired route whose transition is over.
+	RouteEnded RouteState = "ended"
+	// RouteUnknown: no bundle's.
+	RouteUnknown RouteState = "unknown"
 )
 
 // Reviewer is what adapters need from an engine.

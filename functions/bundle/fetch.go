@@ -48,6 +48,11 @@ type Snapshot struct {
 	// (PackedKey). They carry their Documents when CompiledBy is this
 	// build's toolchain.
 	Packed bool
+	// Retired are the manifest's retired routes, with their bundles'
+	// files while their transitions last.
+	Retired []RetiredSnapshot
+	// manifestRetired is what the manifest says of them.
+	manifestRetired []Retired
 	// Token identifies what was fetched; passed back to Fetch, it makes
 	// the check conditional.
 	Token string
@@ -126,7 +131,11 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Token: obj.ETag}, nil
+	retired, err := f.readRetired(ctx, m, f.now())
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Retired: retired, manifestRetired: m.Retired, Token: obj.ETag}, nil
 }
 
 // unlisted refuses a directory holding a policy file its manifest does not
@@ -192,17 +201,13 @@ func (f *Fetcher) current(m *Manifest) error {
 			return fmt.Errorf("%w: a signed manifest must carry %s (publish it with this version of admitfn push)", ErrInvalidManifest, strings.Join(missing, ", "))
 		}
 	}
-	now := time.Now
-	if f.Now != nil {
-		now = f.Now
-	}
-	if limit := serialLimit(now()); m.Serial > limit {
+	if limit := serialLimit(f.now()); m.Serial > limit {
 		return fmt.Errorf("%w: serial %d is more than %d days ahead of this function's clock (at most %d now)", ErrInvalidManifest, m.Serial, MaxSerialLead/86400, limit)
 	}
 	if m.Location != "" && m.Location != here {
 		return fmt.Errorf("%w: published for %s, read from %s", ErrWrongLocation, m.Location, here)
 	}
-	if !m.Expires.IsZero() && !now().Before(m.Expires) {
+	if !m.Expires.IsZero() && !f.now().Before(m.Expires) {
 		return fmt.Errorf("%w: expired at %s (re-sign it with admitfn push --resign)", ErrExpired, m.Expires.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -313,6 +318,13 @@ type PublishOptions struct {
 	// Uploaded, when set, is called after each object is stored, one call
 	// at a time.
 	Uploaded func(ManifestObject)
+	// Transition is how long functions keep serving the routes the publish
+	// retires, with the bundle that had them (DefaultTransition when zero;
+	// none when negative).
+	Transition time.Duration
+	// Webhooks, when set, is stored at WebhooksKey and named by the
+	// manifest: the bundle's rendered webhook configurations.
+	Webhooks []byte
 }
 
 func (o PublishOptions) warn(msg string) {
@@ -370,37 +382,59 @@ func (o PublishOptions) trusted() []ed25519.PublicKey {
 	return keys
 }
 
-// previousSerial is the serial a new manifest at bucket must exceed: that
-// of the present manifest, when functions would accept it. Whoever can
-// write the bucket can put a manifest there, with any serial: with trusted
-// keys, only one that verifies with one of them and names this location
-// counts; without, only one whose serial is within what functions accept.
-// A manifest that does not count is reported through opts.Warn.
-func previousSerial(ctx context.Context, bucket store.Bucket, opts PublishOptions) (int64, error) {
+// previous is the present manifest at bucket when functions would accept
+// it (nil when there is none, or it does not count): a new manifest's
+// serial must exceed its serial, and keeps its routes for a transition.
+// Whoever can write the bucket can put a manifest there, with any serial:
+// with trusted keys, only one that verifies with one of them and names this
+// location counts; without, only one whose serial is within what functions
+// accept. A manifest that does not count is reported through opts.Warn.
+func previous(ctx context.Context, bucket store.Bucket, opts PublishOptions) (*Manifest, error) {
 	raw, _, err := bucket.Get(ctx, ManifestKey, "")
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return 0, nil
+		return nil, nil
 	case err != nil:
-		return 0, fmt.Errorf("read the present manifest: %w", err)
+		return nil, fmt.Errorf("read the present manifest: %w", err)
 	}
 	keys := opts.trusted()
 	old, err := decode(raw, keys)
 	switch {
 	case err != nil && len(keys) > 0:
 		opts.warn(fmt.Sprintf("the manifest at %s does not verify with a trusted key (%v): its serial is not followed", bucket.Location(), err))
-		return 0, nil
+		return nil, nil
 	case err != nil:
 		opts.warn(fmt.Sprintf("the manifest at %s does not decode (%v): its serial is not followed", bucket.Location(), err))
-		return 0, nil
+		return nil, nil
 	case old.Location != "" && old.Location != bucket.Location():
 		opts.warn(fmt.Sprintf("the manifest at %s was published for %s: its serial is not followed", bucket.Location(), old.Location))
-		return 0, nil
+		return nil, nil
 	case old.Serial < 0 || old.Serial > serialLimit(opts.now()):
 		opts.warn(fmt.Sprintf("the manifest at %s has serial %d, which functions refuse: it is not followed (functions still serving it refuse this push as a rollback until they restart)", bucket.Location(), old.Serial))
-		return 0, nil
+		return nil, nil
 	}
-	return old.Serial, nil
+	return old, nil
+}
+
+// previousBundle reads the bundle of prev, the present manifest, as a
+// function that trusts opts's keys would have when it was published (an
+// expired manifest's bundle still serves); nil, with a warning, when it
+// cannot be read: its routes then get no transition.
+func previousBundle(ctx context.Context, bucket store.Bucket, prev *Manifest, opts PublishOptions) *Snapshot {
+	if prev == nil {
+		return nil
+	}
+	at := prev.Created
+	if at.IsZero() {
+		at = opts.now()
+	}
+	f := &Fetcher{Bucket: bucket, Keys: opts.trusted(), Now: func() time.Time { return at }}
+	snap, err := f.Fetch(ctx, "")
+	if err != nil {
+		opts.warn(fmt.Sprintf("the bundle at %s cannot be read (%v): webhook configurations rendered for it get no transition", bucket.Location(), err))
+		return nil
+	}
+	return snap
 }
 
 // readBack fetches what a publish wrote as a function that trusts its keys
@@ -433,16 +467,24 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			return nil, fmt.Errorf("publish: %s is %d bytes, larger than functions read (%d MiB a file)", s.Name, len(s.Data), store.MaxObjectBytes>>20)
 		}
 	}
-	prev, err := previousSerial(ctx, bucket, opts)
+	prev, err := previous(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
 	}
+	prevSnap := previousBundle(ctx, bucket, prev, opts)
+	// A bundle that does not parse (the caller checks it does) has no
+	// routes to compare.
+	routes, routesErr := Routes(sources)
 	stale, err := staleFiles(ctx, bucket, sources)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manifest{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Bundle: policy.ID(sources), Created: opts.now(), CompiledBy: opts.CompiledBy}
-	if err := stamp(bucket, m, prev, opts); err != nil {
+	var prevSerial int64
+	if prev != nil {
+		prevSerial = prev.Serial
+	}
+	if err := stamp(bucket, m, prevSerial, opts); err != nil {
 		return nil, err
 	}
 	m.Objects = make([]ManifestObject, len(sources))
@@ -488,8 +530,24 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			uploaded(o)
 		}
 	}
+	if prevSnap != nil && routesErr == nil {
+		if m.Retired, err = retire(ctx, bucket, prevSnap, routes, opts); err != nil {
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+	}
+	if opts.Webhooks != nil {
+		o, err := putObject(ctx, bucket, WebhooksKey, opts.Webhooks, "application/json")
+		if err != nil {
+			return nil, err
+		}
+		m.Webhooks = &o
+		uploaded(o)
+	}
 	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err
+	}
+	if prevSnap != nil {
+		stale = append(stale, unreferenced(bucket, prevSnap, m)...)
 	}
 	for _, key := range stale {
 		if err := bucket.(remover).Remove(key); err != nil {
@@ -584,6 +642,9 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if err := stamp(bucket, m, m.Serial, opts); err != nil {
 		return nil, err
 	}
+	// Routes whose transition is over are dropped: a re-signed manifest
+	// never lengthens one.
+	m.Retired = slices.DeleteFunc(m.Retired, func(r Retired) bool { return !opts.now().Before(r.Until) })
 	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
 		return nil, err
 	}
@@ -611,4 +672,11 @@ func contentType(name string) string {
 		return "application/json"
 	}
 	return "application/yaml"
+}
+
+func (f *Fetcher) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
 }

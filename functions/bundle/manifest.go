@@ -73,6 +73,12 @@ type Manifest struct {
 	// instead of the objects from a bucket (beside them from a directory),
 	// and check each file it holds as they would the object. Optional.
 	Packed *ManifestObject `json:"packed,omitempty"`
+	// Retired are routes earlier bundles served and this one does not,
+	// with the bundles that serve them for a transition. Optional.
+	Retired []Retired `json:"retired,omitempty"`
+	// Webhooks, when set, is the object at WebhooksKey: the webhook
+	// configurations rendered for the bundle. Functions do not read it.
+	Webhooks *ManifestObject `json:"webhooks,omitempty"`
 }
 
 // Toolchain names what compiles policies: admitfn's version and revision,
@@ -312,7 +318,32 @@ func (m *Manifest) validate() error {
 		if p.Key != PackedKey {
 			return fmt.Errorf("packed object key %q: want %s", p.Key, PackedKey)
 		}
-		return p.validate()
+		if err := p.validate(); err != nil {
+			return err
+		}
+	}
+	if w := m.Webhooks; w != nil {
+		if w.Key != WebhooksKey {
+			return fmt.Errorf("webhooks object key %q: want %s", w.Key, WebhooksKey)
+		}
+		if err := w.validate(); err != nil {
+			return err
+		}
+	}
+	if len(m.Retired) > MaxRetired {
+		return fmt.Errorf("%d bundles of retired routes: at most %d", len(m.Retired), MaxRetired)
+	}
+	routes := map[string]bool{}
+	for _, r := range m.Retired {
+		if err := r.validate(); err != nil {
+			return err
+		}
+		for _, p := range r.Routes {
+			if routes[p] {
+				return fmt.Errorf("retired route %q listed twice", p)
+			}
+			routes[p] = true
+		}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ type Recorder struct {
 	reviews  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	rejected prometheus.Counter
+	stale    *prometheus.CounterVec
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
@@ -36,8 +37,10 @@ func New(bundle metrics.BundleStatus) *Recorder {
 			Buckets: []float64{0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}}, []string{"route", "decision"}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.RejectedTotal,
 			Help: "Requests refused before review: no valid path token or credentials."}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.StaleRouteReviewsTotal,
+			Help: "Reviews on routes the serving bundle does not have, by state: retired (answered with the earlier bundle that had it), ended (retired, transition over: 404) or unknown (404)."}, []string{"state"}),
 	}
-	r.registry.MustRegister(r.reviews, r.duration, r.rejected,
+	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if bundle != nil {
 		r.registry.MustRegister(
@@ -58,6 +61,9 @@ func New(bundle metrics.BundleStatus) *Recorder {
 func (r *Recorder) Review(_ context.Context, rv metrics.Review) {
 	r.reviews.WithLabelValues(rv.Route, rv.Decision, strconv.Itoa(rv.Status)).Inc()
 	r.duration.WithLabelValues(rv.Route, rv.Decision).Observe(float64(rv.Latency.Microseconds()) / 1000)
+	if rv.RouteState != "" {
+		r.stale.WithLabelValues(rv.RouteState).Inc()
+	}
 }
 
 func (r *Recorder) Rejected(context.Context) { r.rejected.Inc() }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,16 @@ type current struct {
 	engine   *engine.Engine
 	snap     *bundle.Snapshot // nil for the fallback
 	loadedAt time.Time
+	// retired serves the routes the manifest retired, each with the
+	// bundle that had it.
+	retired map[policy.Route]*retiredRoute
+}
+
+// retiredRoute is a route an earlier bundle served.
+type retiredRoute struct {
+	bundle string
+	until  time.Time
+	engine *engine.Engine // nil once the transition is over
 }
 
 // Reloader serves reviews with the newest good bundle. It is safe for
@@ -99,7 +110,17 @@ type Reloader struct {
 	lastErr   error
 	lastErrAt time.Time
 	lastCheck time.Time
+	// lastUnknown is when a review on a route no bundle knows last started
+	// a check.
+	lastUnknown time.Time
 }
+
+// UnknownRouteRecheck is how often, at most, a review on a route that
+// neither the bundle nor its retired routes know starts a check: the route
+// may be a newer bundle's, whose configuration reached kube-apiserver
+// before the bundle reached this function. Any caller can send any path,
+// so this bounds what they make the function read.
+const UnknownRouteRecheck = 5 * time.Second
 
 var _ interface {
 	engine.Reviewer
@@ -180,14 +201,80 @@ func (r *Reloader) Run(ctx context.Context) {
 }
 
 // Review answers with the current bundle, after a bounded wait for a check
-// when one is due.
+// when one is due; on a retired route, with the bundle that had it while
+// its transition lasts. A route no bundle knows starts a check, at most
+// every UnknownRouteRecheck, and waits for it as long as the request can
+// afford.
 func (r *Reloader) Review(ctx context.Context, route policy.Route, req *review.Request) (*engine.Result, error) {
 	r.maybeCheck(ctx)
 	c := r.cur.Load()
 	if c == nil {
 		return nil, engine.ErrNoBundle
 	}
+	if r.state(c, route) == engine.RouteUnknown && r.recheck(ctx) {
+		c = r.cur.Load()
+	}
+	switch r.state(c, route) {
+	case engine.RouteRetired:
+		return c.retired[route].engine.Review(ctx, route, req)
+	case engine.RouteEnded:
+		rr := c.retired[route]
+		return nil, fmt.Errorf("%w %q: bundle %s served it; its transition ended at %s", engine.ErrRetiredRoute, route.Path(), rr.bundle, rr.until.UTC().Format(time.RFC3339))
+	}
 	return c.engine.Review(ctx, route, req)
+}
+
+// RouteState says how route is served.
+func (r *Reloader) RouteState(route policy.Route) engine.RouteState {
+	return r.state(r.cur.Load(), route)
+}
+
+func (r *Reloader) state(c *current, route policy.Route) engine.RouteState {
+	switch {
+	case c == nil:
+		return engine.RouteUnknown
+	case c.engine.HasRoute(route):
+		return engine.RouteServed
+	}
+	rr := c.retired[route]
+	switch {
+	case rr == nil:
+		return engine.RouteUnknown
+	case rr.engine == nil || !r.cfg.Now().Before(rr.until):
+		return engine.RouteEnded
+	}
+	return engine.RouteRetired
+}
+
+// recheck starts a check for a route no bundle knows, unless one started
+// less than UnknownRouteRecheck ago, and waits for it up to half of what
+// is left of ctx; it reports whether it waited for one to end.
+func (r *Reloader) recheck(ctx context.Context) bool {
+	if r.loaded() == nil {
+		return false // the fallback, or nothing: maybeCheck already tries
+	}
+	r.mu.Lock()
+	now := r.cfg.Now()
+	if now.Sub(r.lastUnknown) < UnknownRouteRecheck {
+		r.mu.Unlock()
+		return false
+	}
+	r.lastUnknown = now
+	done := r.startLocked()
+	r.mu.Unlock()
+	wait := r.cfg.CheckTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl) / 2
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // BundleID is the ID of the bundle serving reviews, "" when none is.
@@ -198,10 +285,10 @@ func (r *Reloader) BundleID() string {
 	return ""
 }
 
-// HasRoute reports whether rt is a group of the bundle serving reviews.
+// HasRoute reports whether rt is a group of the bundle serving reviews, or
+// a route its manifest retired.
 func (r *Reloader) HasRoute(rt policy.Route) bool {
-	c := r.cur.Load()
-	return c != nil && c.engine.HasRoute(rt)
+	return r.RouteState(rt) != engine.RouteUnknown
 }
 
 // Engine is the engine serving reviews, nil when none is.
@@ -283,9 +370,15 @@ func (r *Reloader) check(ctx context.Context) {
 	if err == nil && prev != nil {
 		err = bundle.Newer(prev.snap, snap)
 	}
-	var eng *engine.Engine
+	var (
+		eng     *engine.Engine
+		retired map[policy.Route]*retiredRoute
+	)
 	if err == nil {
 		eng, err = r.compile(snap, prev == nil)
+	}
+	if err == nil {
+		retired = r.compileRetired(snap, prev)
 	}
 	if errors.Is(err, bundle.ErrNotModified) {
 		err = nil
@@ -308,7 +401,7 @@ func (r *Reloader) check(ctx context.Context) {
 	if eng == nil {
 		return
 	}
-	r.cur.Store(&current{engine: eng, snap: snap, loadedAt: now})
+	r.cur.Store(&current{engine: eng, snap: snap, loadedAt: now, retired: retired})
 	e := r.cfg.Log.Info().Str("policies", r.location).Str("bundle", snap.BundleID).Int("files", len(snap.Sources)).
 		Float64("load_ms", float64(now.Sub(start).Microseconds())/1000)
 	if prev != nil {
@@ -351,6 +444,58 @@ func (r *Reloader) compile(snap *bundle.Snapshot, first bool) (*engine.Engine, e
 		return engine.NewDeferred(b, r.cfg.Compiler)
 	}
 	return engine.New(b, r.cfg.Compiler)
+}
+
+// compileRetired builds the engines of snap's retired routes, reusing
+// prev's for a bundle it had already built. Each compiles a policy when a
+// review first needs it: most transitions see few reviews, or none. A
+// retired bundle that does not load leaves its routes unserved, logged,
+// and never keeps the new bundle from serving.
+func (r *Reloader) compileRetired(snap *bundle.Snapshot, prev *current) map[policy.Route]*retiredRoute {
+	if len(snap.Retired) == 0 {
+		return nil
+	}
+	built := map[string]*engine.Engine{}
+	if prev != nil {
+		for _, rr := range prev.retired {
+			if rr.engine != nil {
+				built[rr.bundle] = rr.engine
+			}
+		}
+		built[prev.engine.BundleID()] = prev.engine
+	}
+	out := map[policy.Route]*retiredRoute{}
+	for _, rs := range snap.Retired {
+		var eng *engine.Engine
+		if rs.Sources != nil {
+			eng = built[rs.Bundle]
+			if eng == nil {
+				var err error
+				eng, err = r.compileSources(rs.Sources)
+				if err != nil {
+					r.cfg.Log.Error().Str("policies", r.location).Str("retired_bundle", rs.Bundle).Err(err).Msg("the bundle of retired routes does not load: they are not served")
+					eng = nil
+				}
+				built[rs.Bundle] = eng
+			}
+		}
+		for _, rt := range rs.Routes {
+			if eng != nil && !eng.HasRoute(rt) {
+				r.cfg.Log.Error().Str("policies", r.location).Str("retired_bundle", rs.Bundle).Str("route", rt.Path()).Msg("the bundle of a retired route does not have it: it is not served")
+				continue
+			}
+			out[rt] = &retiredRoute{bundle: rs.Bundle, until: rs.Until, engine: eng}
+		}
+	}
+	return out
+}
+
+func (r *Reloader) compileSources(sources []policy.Source) (*engine.Engine, error) {
+	b, err := policy.Parse(sources)
+	if err != nil {
+		return nil, err
+	}
+	return engine.NewDeferred(b, r.cfg.Compiler)
 }
 
 // failLocked records a failed check, logs it when it differs from the last
@@ -455,5 +600,43 @@ func (r *Reloader) Ready() (bool, string) {
 	if s.LastError != nil {
 		fmt.Fprintf(&b, "\nlast check failed (%d in a row, at %s): %v", s.Failures, s.LastCheck.UTC().Format(time.RFC3339), s.LastError)
 	}
+	if c := r.cur.Load(); c != nil {
+		b.WriteString(routesDetail(c, r.cfg.Now()))
+	}
 	return s.Ready, b.String()
+}
+
+// routesDetail names the routes c serves, and those it retired: what an
+// operator compares with the cluster's webhook configuration.
+func routesDetail(c *current, now time.Time) string {
+	var b strings.Builder
+	var served []string
+	for _, g := range c.engine.Groups() {
+		served = append(served, g.Path())
+	}
+	fmt.Fprintf(&b, "\nroutes: %s", strings.Join(served, " "))
+	type key struct {
+		bundle string
+		until  time.Time
+	}
+	byBundle := map[key][]string{}
+	var keys []key
+	for rt, rr := range c.retired {
+		k := key{rr.bundle, rr.until}
+		if byBundle[k] == nil {
+			keys = append(keys, k)
+		}
+		byBundle[k] = append(byBundle[k], rt.Path())
+	}
+	slices.SortFunc(keys, func(a, b key) int { return a.until.Compare(b.until) })
+	for _, k := range keys {
+		routes := byBundle[k]
+		slices.Sort(routes)
+		state := "served with bundle " + k.bundle + " until"
+		if !now.Before(k.until) {
+			state = "transition ended at"
+		}
+		fmt.Fprintf(&b, "\nretired routes, %s %s: %s", state, k.until.UTC().Format(time.RFC3339), strings.Join(routes, " "))
+	}
+	return b.String()
 }
