@@ -113,7 +113,7 @@ func TestBundleArgument(t *testing.T) {
 	}
 
 	to := filepath.Join(t.TempDir(), "out")
-	if code, out, errOut := admitfnWith(string(policy), nil, "push", "-p", "-", "--to", to); code != 0 || !strings.HasPrefix(out, "uploaded stdin.yaml (538 bytes, sha256 1ffd78cc2c8e)\nuploaded .admitfn/packed.json (") {
+	if code, out, errOut := admitfnWith(string(policy), nil, "push", "-p", "-", "--to", to); code != 0 || !strings.HasPrefix(out, to+" holds no bundle: bundle 27062922a96a199e would be its first\n") || !strings.Contains(out, "\nuploaded stdin.yaml (538 bytes, sha256 1ffd78cc2c8e)\nuploaded .admitfn/packed.json (") {
 		t.Errorf("push from stdin: exit %d %s\n%s", code, errOut, out)
 	}
 	if code, got, errOut := admitfn("render", "-p", to, "--url", "https://x"); code != 0 || got != want {

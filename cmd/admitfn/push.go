@@ -22,8 +22,8 @@ import (
 func (c *cli) pushCmd() *cobra.Command {
 	var (
 		policies, to, signKey, output string
-		expires, timeout              time.Duration
-		resign                        bool
+		expires, timeout, transition  time.Duration
+		resign, allowWebhookChange    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "push -p BUNDLE --to s3://bucket/prefix|gs://bucket/prefix|DIR",
@@ -54,6 +54,18 @@ warns and starts from the time in Unix seconds. With ADMITFN_BUNDLE_PUBLIC_KEY
 set, an unsigned push is refused. Push then reads the bundle back as a
 function would, and fails on anything a function would refuse.
 
+Before uploading, push compares the bundle with the one published at the
+location (as 'admitfn diff' does) and prints the difference. A group's route
+names its selectors, failurePolicy, reinvocationPolicy and bindings: a bundle
+that adds, removes or moves a binding, or changes what kube-apiserver filters
+by, changes the webhook configuration, which must then be applied again.
+Push refuses such a bundle unless --allow-webhook-change is given. The
+manifest then keeps the bundle that had each retired route, and functions
+answer those routes with it for --transition, so the configuration in place
+keeps its decisions until the new one is applied (docs/cluster.md). The
+rendered configurations are published too (.admitfn/webhooks.json, named by
+the manifest, URL https://admitfn.invalid), for the Terraform webhook module.
+
 Into a directory, push writes exactly the bundle: it removes the files an
 earlier push wrote that the bundle no longer has, and refuses a directory
 holding other policy files. Every command reads a directory with a manifest
@@ -80,7 +92,14 @@ for S3-compatible servers), for GCS Application Default Credentials
 			if err := checkOutput(output, "text", "json"); err != nil {
 				return err
 			}
-			return c.push(policies, to, signKey, output, resign, bundle.PublishOptions{Expiry: expires}, timeout)
+			if transition < 0 {
+				return usagef("--transition must be 0 or more, not %v", transition)
+			}
+			opts := bundle.PublishOptions{Expiry: expires, Transition: transition}
+			if transition == 0 {
+				opts.Transition = -1
+			}
+			return c.push(policies, to, signKey, output, resign, allowWebhookChange, opts, timeout)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -90,6 +109,8 @@ for S3-compatible servers), for GCS Application Default Credentials
 	f.DurationVar(&expires, "expires", bundle.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
 	f.BoolVar(&resign, "resign", false, "sign the manifest at --to again with a new serial and expiry, uploading nothing (needs --sign-key; with -p, only if it is the bundle published there)")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.BoolVar(&allowWebhookChange, "allow-webhook-change", false, "publish a bundle whose webhook configuration differs from the published one's (apply it again after the push)")
+	f.DurationVar(&transition, "transition", bundle.DefaultTransition, "how long functions keep answering the routes this push retires, with the bundle that had them (0: not at all)")
 	outputFlag(cmd, &output, "text", "json")
 	return cmd
 }
@@ -100,10 +121,15 @@ type pushReport struct {
 	Manifest string           `json:"manifest"`
 	KeyID    string           `json:"keyID,omitempty"`
 	Resigned bool             `json:"resigned,omitempty"`
+	Diff     *bundleDiff      `json:"diff,omitempty"`
 	Content  *bundle.Manifest `json:"content"`
 }
 
-func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundle.PublishOptions, timeout time.Duration) error {
+// errWebhookChange: push refuses a bundle whose webhook configuration
+// changes, unless asked.
+var errWebhookChange = errors.New("the bundle changes the webhook configuration, which the cluster must then apply again: push it with --allow-webhook-change, then apply the configuration it publishes (the Terraform webhook module, or admitfn render)")
+
+func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookChange bool, opts bundle.PublishOptions, timeout time.Duration) error {
 	loc, err := store.ParseLocation(to)
 	if err != nil {
 		return err
@@ -123,15 +149,28 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 	if opts.TrustedKeys, err = c.publicKeys(); err != nil {
 		return err
 	}
-	opts.Warn = func(msg string) { fmt.Fprintf(c.err, "warning: %s\n", msg) }
+	warned := map[string]bool{}
+	opts.Warn = func(msg string) {
+		// The diff and the publish both read the manifest in place.
+		if !warned[msg] {
+			warned[msg] = true
+			fmt.Fprintf(c.err, "warning: %s\n", msg)
+		}
+	}
 	storeOpts, err := anystore.OptionsFromEnv(c.getenv)
 	if err != nil {
 		return err
 	}
 
-	var sources []policy.Source
+	var (
+		sources []policy.Source
+		set     *policy.Set
+	)
 	if policies != "" {
-		if _, _, sources, err = c.loadBundle(policies); err != nil {
+		if _, set, sources, err = c.loadBundle(policies); err != nil {
+			return err
+		}
+		if opts.Webhooks, err = publishedWebhooks(append(set.Groups(), set.MutatingGroups()...)); err != nil {
 			return err
 		}
 		// It compiled: functions of this build may compile it on use,
@@ -163,6 +202,22 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		}
 		fmt.Fprintf(progress, "uploaded %s (%d bytes, sha256 %s%s)\n", loc.Key(o.Key), o.Size, o.SHA256[:12], v)
 	}
+	var diff *bundleDiff
+	if !resign {
+		prev, err := bundle.Published(ctx, bucket, opts)
+		if err != nil {
+			return withCredentialHint(loc, err)
+		}
+		if diff, err = diffBundles(loc.String(), prev, set, sources); err != nil {
+			return err
+		}
+		if output == "text" {
+			diff.write(c.out)
+		}
+		if prev != nil && diff.WebhooksChanged && !allowWebhookChange {
+			return errWebhookChange
+		}
+	}
 	var m *bundle.Manifest
 	if resign {
 		id := ""
@@ -181,7 +236,7 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		keyID = bundle.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
 	}
 	if output == "json" {
-		return writeJSON(c.out, pushReport{Location: loc.String(), Manifest: loc.Key(bundle.ManifestKey), KeyID: keyID, Resigned: resign, Content: m})
+		return writeJSON(c.out, pushReport{Location: loc.String(), Manifest: loc.Key(bundle.ManifestKey), KeyID: keyID, Resigned: resign, Diff: diff, Content: m})
 	}
 	signed := "unsigned"
 	if keyID != "" {
@@ -196,6 +251,9 @@ func (c *cli) push(policies, to, signKey, output string, resign bool, opts bundl
 		return nil
 	}
 	fmt.Fprintf(c.out, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(bundle.ManifestKey), signed, stamp)
+	for _, r := range m.Retired {
+		fmt.Fprintf(c.out, "retired routes served with bundle %s until %s: %s\n", r.Bundle, r.Until.Format(time.RFC3339), strings.Join(r.Routes, " "))
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -96,12 +97,18 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	}
 	stamp := fmt.Sprintf("serial %d, expires %s", snap.Serial, snap.Expires.Format(time.RFC3339))
 	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + bundle.KeyID(pub[0]) + ", " + stamp
-	if len(lines) != 14 || last != wantLast || !strings.HasPrefix(lines[12], "uploaded prod/.admitfn/packed.json (") {
-		t.Errorf("push output:\n%s\nwant the packed object, then last line %q", out, wantLast)
+	// The difference first: a first push adds everything.
+	end := slices.Index(lines, "apply the webhook configuration after the push (admitfn render, or the Terraform webhook module)")
+	if lines[0] != to+" holds no bundle: bundle "+id+" would be its first" || end < 0 || lines[end-1] != "  route added: /mutate/be3fc56f24" {
+		t.Fatalf("push output:\n%s\nwant the difference with nothing first", out)
+	}
+	uploads := lines[end+1 : len(lines)-1]
+	if len(uploads) != 14 || last != wantLast || !strings.HasPrefix(uploads[12], "uploaded prod/.admitfn/packed.json (") || !strings.HasPrefix(uploads[13], "uploaded prod/.admitfn/webhooks.json (") {
+		t.Errorf("push output:\n%s\nwant the packed object and the webhook configurations, then last line %q", out, wantLast)
 	}
 	// One progress line per object, as each upload ends, the packed one
 	// after the files.
-	progress := append([]string(nil), lines[:len(lines)-2]...)
+	progress := append([]string(nil), uploads[:12]...)
 	sort.Strings(progress)
 	for i, o := range snap.Sources {
 		sum := sha256.Sum256(o.Data)

@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/render"
+	"github.com/admitfn/admitfn/functions/bundle"
 )
 
 func (c *cli) renderCmd() *cobra.Command {
@@ -71,38 +73,16 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 	if err != nil {
 		return err
 	}
-	validating, err := render.Validating(eng.Groups(), opts)
+	items, err := renderItems(eng.Groups(), opts)
 	if err != nil {
 		return err
 	}
-	mutating, err := render.Mutating(eng.Groups(), opts)
-	if err != nil {
-		return err
-	}
-	var objs []any
-	if len(validating.Webhooks) > 0 {
-		objs = append(objs, validating)
-	}
-	if len(mutating.Webhooks) > 0 {
-		objs = append(objs, mutating)
-	}
-	if len(objs) == 0 {
+	if len(items) == 0 {
 		return fmt.Errorf("the bundle %s has no bindings: there is nothing for kube-apiserver to call", bundleName(policies))
-	}
-	items := make([]any, len(objs))
-	for i, o := range objs {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			return err
-		}
-		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
-		items[i] = u
 	}
 	var out []byte
 	if output == "json" {
-		list := map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
-		out, err = json.MarshalIndent(list, "", "  ")
-		out = append(out, '\n')
+		out, err = renderList(items)
 	} else {
 		for i, item := range items {
 			doc, err := yaml.Marshal(item)
@@ -120,4 +100,51 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 	}
 	_, err = c.out.Write(out)
 	return err
+}
+
+// renderItems are the webhook configurations of groups, as unstructured
+// objects: none for a bundle without bindings.
+func renderItems(groups []*policy.Group, opts render.Options) ([]any, error) {
+	validating, err := render.Validating(groups, opts)
+	if err != nil {
+		return nil, err
+	}
+	mutating, err := render.Mutating(groups, opts)
+	if err != nil {
+		return nil, err
+	}
+	var objs []any
+	if len(validating.Webhooks) > 0 {
+		objs = append(objs, validating)
+	}
+	if len(mutating.Webhooks) > 0 {
+		objs = append(objs, mutating)
+	}
+	items := make([]any, len(objs))
+	for i, o := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+		items[i] = u
+	}
+	return items, nil
+}
+
+// renderList is render -o json: a v1 List of items.
+func renderList(items []any) ([]byte, error) {
+	out, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+	return append(out, '\n'), err
+}
+
+// publishedWebhooks is what push stores at bundle.WebhooksKey: render -o
+// json of groups with the URL bundle.WebhooksURL, for the Terraform
+// webhook module to point at the function.
+func publishedWebhooks(groups []*policy.Group) ([]byte, error) {
+	items, err := renderItems(groups, render.Options{URL: bundle.WebhooksURL})
+	if err != nil {
+		return nil, err
+	}
+	return renderList(items)
 }

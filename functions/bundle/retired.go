@@ -235,3 +235,14 @@ func (o PublishOptions) transition() time.Duration {
 	}
 	return o.Transition
 }
+
+// Published reads the bundle published at bucket, as the publish that
+// replaces it would: nil, with a warning through opts.Warn, when there is
+// none that functions trusting opts's keys would accept.
+func Published(ctx context.Context, bucket store.Bucket, opts PublishOptions) (*Snapshot, error) {
+	prev, err := previous(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	return previousBundle(ctx, bucket, prev, opts), nil
+}
