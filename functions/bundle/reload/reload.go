@@ -246,21 +246,26 @@ func (r *Reloader) state(c *current, route policy.Route) engine.RouteState {
 	return engine.RouteRetired
 }
 
-// recheck starts a check for a route no bundle knows, unless one started
-// less than UnknownRouteRecheck ago, and waits for it up to half of what
-// is left of ctx; it reports whether it waited for one to end.
+// recheck waits for the running check, or starts one unless the last a
+// route no bundle knows started is less than UnknownRouteRecheck ago, and
+// waits for it up to half of what is left of ctx; it reports whether it
+// waited for one to end. Reviews that arrive on a new route while the
+// check it started runs wait for that check too.
 func (r *Reloader) recheck(ctx context.Context) bool {
-	if r.loaded() == nil {
-		return false // the fallback, or nothing: maybeCheck already tries
+	if r.loaded() == nil || r.cfg.Interval < 0 {
+		return false // the fallback, or nothing: maybeCheck already tries; or refresh is off
 	}
 	r.mu.Lock()
-	now := r.cfg.Now()
-	if now.Sub(r.lastUnknown) < UnknownRouteRecheck {
-		r.mu.Unlock()
-		return false
+	done := r.running
+	if done == nil {
+		now := r.cfg.Now()
+		if now.Sub(r.lastUnknown) < UnknownRouteRecheck {
+			r.mu.Unlock()
+			return false
+		}
+		r.lastUnknown = now
+		done = r.startLocked()
 	}
-	r.lastUnknown = now
-	done := r.startLocked()
 	r.mu.Unlock()
 	wait := r.cfg.CheckTimeout
 	if dl, ok := ctx.Deadline(); ok {
