@@ -41,7 +41,7 @@ var (
 	examples = []string{"examples/aws-eks", "examples/gcp-gke"}
 )
 
-var update = flag.Bool("update", false, "rewrite examples/webhooks.json with admitfn render")
+var update = flag.Bool("update", false, "rewrite examples/tests/published-webhooks.json with what admitfn push publishes")
 
 // admitfn is the CLI, built once: the golden test runs `admitfn render`.
 var admitfn string
@@ -726,13 +726,25 @@ func TestAuditRoleMatchesTheDocs(t *testing.T) {
 	}
 }
 
-// examples/webhooks.json, which the examples and the webhook module's tests
-// read, is what admitfn render makes of the example bundle: the examples go
-// from make lambda or make gcf to a cluster in one apply. go test
-// ./terraform -update rewrites it.
-func TestExampleWebhooksAreTheRender(t *testing.T) {
-	const path = "examples/webhooks.json"
-	want := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid")
+// examples/tests/published-webhooks.json, which the examples' and the webhook
+// module's tests read as the bucket would hold it, is what admitfn push
+// publishes for the example bundle (.admitfn/webhooks.json): the examples
+// go from a push to a cluster in one apply. go test ./terraform -update
+// rewrites it.
+func TestExampleWebhooksAreWhatPushPublishes(t *testing.T) {
+	const path = "examples/tests/published-webhooks.json"
+	dir := filepath.Join(t.TempDir(), "published")
+	if out, err := exec.Command(admitfn, "push", "-p", "../policies/examples", "--to", dir).CombinedOutput(); err != nil {
+		t.Fatalf("admitfn push: %v\n%s", err, out)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, ".admitfn", "webhooks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What render prints for the URL push renders with.
+	if rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid"); !bytes.Equal(rendered, want) {
+		t.Errorf("push published webhook configurations that admitfn render does not print:\n%s\nwant\n%s", want, rendered)
+	}
 	got, err := os.ReadFile(path)
 	if *update {
 		if err := os.WriteFile(path, want, 0o644); err != nil {
@@ -741,6 +753,6 @@ func TestExampleWebhooksAreTheRender(t *testing.T) {
 		return
 	}
 	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is not admitfn render's output for policies/examples (%v): go test ./terraform -update rewrites it", path, err)
+		t.Errorf("%s is not what admitfn push publishes for policies/examples (%v): go test ./terraform -update rewrites it", path, err)
 	}
 }

@@ -19,17 +19,30 @@ provider "kubernetes" {
 module "admitfn" {
   source = "../../modules/aws-lambda"
 
-  name                    = "admitfn-${var.cluster_name}"
-  lambda_zip              = var.lambda_zip
-  policies_dir            = var.policies_dir
+  name         = "admitfn-${var.cluster_name}"
+  lambda_zip   = var.lambda_zip
+  policies_dir = var.policies_dir
+  # admitfn push publishes the bundle, with the webhook configurations
+  # read below and the routes it retires kept for a transition.
+  upload_policies         = false
+  policy_prefix           = var.policy_prefix
   webhook_timeout_seconds = var.webhook_timeout_seconds
   timeout                 = var.webhook_timeout_seconds - 2
   tags                    = { "admitfn.io/cluster" = var.cluster_name }
 }
 
+# The webhook configurations admitfn push published beside the bundle,
+# covered by its manifest: one terraform apply after a push applies them.
+data "aws_s3_object" "webhooks" {
+  count = var.webhooks && var.webhooks_json == null ? 1 : 0
+
+  bucket = module.admitfn.s3_bucket_id
+  key    = "${var.policy_prefix}/.admitfn/webhooks.json"
+}
+
 module "webhook" {
   source = "../../modules/webhook"
 
-  configurations = jsondecode(file(var.webhooks_json))
+  configurations = jsondecode(!var.webhooks ? jsonencode({ apiVersion = "v1", kind = "List", items = [] }) : coalesce(var.webhooks_json, one(data.aws_s3_object.webhooks[*].body)))
   base_url       = module.admitfn.webhook_base_url
 }

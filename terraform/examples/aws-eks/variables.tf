@@ -9,7 +9,7 @@ variable "cluster_name" {
 }
 
 variable "policies_dir" {
-  description = "The policy bundle to enforce."
+  description = "The policy bundle you push (checked here, published with `admitfn push`)."
   type        = string
   default     = "../../../policies/examples"
 }
@@ -20,10 +20,22 @@ variable "lambda_zip" {
   default     = "../../../dist/lambda/admitfn-arm64.zip"
 }
 
+variable "webhooks" {
+  description = "Apply the webhook configurations `admitfn push` published with the bundle. false on the first apply, which makes the bucket the first push publishes to."
+  type        = bool
+  default     = true
+}
+
 variable "webhooks_json" {
-  description = "`admitfn render -p <policies_dir> --url https://admitfn.invalid -o json` saved to a file. The default is the example bundle's, kept current by a test: render your own bundle's when you change policies_dir."
+  description = "The webhook configurations `admitfn push` published, as JSON; null reads them from the bucket. To apply those of a bundle pushed to a directory: file(\"DIR/.admitfn/webhooks.json\")."
   type        = string
-  default     = "../webhooks.json"
+  default     = null
+}
+
+variable "policy_prefix" {
+  description = "Key prefix of the bundle in the bucket."
+  type        = string
+  default     = "admitfn"
 }
 
 variable "webhook_timeout_seconds" {

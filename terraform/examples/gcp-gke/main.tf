@@ -19,19 +19,32 @@ provider "kubernetes" {
 module "admitfn" {
   source = "../../modules/gcp-function"
 
-  project_id              = var.project_id
-  region                  = var.region
-  name                    = "admitfn-${var.cluster_name}"
-  source_zip              = var.source_zip
-  policies_dir            = var.policies_dir
+  project_id   = var.project_id
+  region       = var.region
+  name         = "admitfn-${var.cluster_name}"
+  source_zip   = var.source_zip
+  policies_dir = var.policies_dir
+  # admitfn push publishes the bundle, with the webhook configurations
+  # read below and the routes it retires kept for a transition.
+  upload_policies         = false
+  policy_prefix           = var.policy_prefix
   webhook_timeout_seconds = var.webhook_timeout_seconds
   timeout_seconds         = var.webhook_timeout_seconds - 2
   labels                  = { "admitfn-cluster" = var.cluster_name }
 }
 
+# The webhook configurations admitfn push published beside the bundle,
+# covered by its manifest: one terraform apply after a push applies them.
+data "google_storage_bucket_object_content" "webhooks" {
+  count = var.webhooks && var.webhooks_json == null ? 1 : 0
+
+  bucket = module.admitfn.bucket_name
+  name   = "${var.policy_prefix}/.admitfn/webhooks.json"
+}
+
 module "webhook" {
   source = "../../modules/webhook"
 
-  configurations = jsondecode(file(var.webhooks_json))
+  configurations = jsondecode(!var.webhooks ? jsonencode({ apiVersion = "v1", kind = "List", items = [] }) : coalesce(var.webhooks_json, one(data.google_storage_bucket_object_content.webhooks[*].content)))
   base_url       = module.admitfn.webhook_base_url
 }

@@ -1,5 +1,6 @@
 # Plan-only tests with mocked providers, run by make tf-check against the
-# providers' recorded schemas, with the example bundle's webhooks.
+# providers' recorded schemas, with the webhook configurations admitfn push
+# publishes for the example bundle.
 
 mock_provider "aws" {
   mock_data "aws_partition" {
@@ -31,8 +32,22 @@ variables {
   lambda_zip   = "../../modules/aws-lambda/tests/fake-lambda.zip"
 }
 
+# The webhook configurations admitfn push publishes for the example bundle,
+# as a directory pushed to holds them (the bucket's are read alike).
+run "load" {
+  module {
+    source = "../tests/load"
+  }
+  variables {
+    file = "../tests/published-webhooks.json"
+  }
+}
+
 run "function_and_webhooks" {
   command = plan
+  variables {
+    webhooks_json = run.load.json
+  }
 
   assert {
     condition     = module.admitfn.lambda_function_name == "admitfn-shop"
@@ -41,5 +56,19 @@ run "function_and_webhooks" {
   assert {
     condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
     error_message = "the example bundle's validating and mutating configurations, with their six webhooks, go into the cluster"
+  }
+}
+
+# The first apply, before the first push: the function and its bucket, no
+# webhook configuration.
+run "before_the_first_push" {
+  command = plan
+  variables {
+    webhooks = false
+  }
+
+  assert {
+    condition     = output.webhook_configurations == [] && module.webhook.webhooks == 0
+    error_message = "no webhook configuration goes into the cluster before a bundle is published"
   }
 }

@@ -1,5 +1,6 @@
 # Plan-only tests with mocked providers, run by make tf-check against the
-# providers' recorded schemas, with the example bundle's webhooks.
+# providers' recorded schemas, with the webhook configurations admitfn push
+# publishes for the example bundle.
 
 mock_provider "google" {
   mock_data "google_container_cluster" {
@@ -24,8 +25,22 @@ variables {
   source_zip       = "../../modules/gcp-function/tests/fake-source.zip"
 }
 
+# The webhook configurations admitfn push publishes for the example bundle,
+# as a directory pushed to holds them (the bucket's are read alike).
+run "load" {
+  module {
+    source = "../tests/load"
+  }
+  variables {
+    file = "../tests/published-webhooks.json"
+  }
+}
+
 run "function_and_webhooks" {
   command = plan
+  variables {
+    webhooks_json = run.load.json
+  }
 
   assert {
     condition     = module.admitfn.function_name == "admitfn-shop"
@@ -34,5 +49,19 @@ run "function_and_webhooks" {
   assert {
     condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
     error_message = "the example bundle's validating and mutating configurations, with their six webhooks, go into the cluster"
+  }
+}
+
+# The first apply, before the first push: the function and its bucket, no
+# webhook configuration.
+run "before_the_first_push" {
+  command = plan
+  variables {
+    webhooks = false
+  }
+
+  assert {
+    condition     = output.webhook_configurations == [] && module.webhook.webhooks == 0
+    error_message = "no webhook configuration goes into the cluster before a bundle is published"
   }
 }

@@ -1,6 +1,7 @@
 # Plan-only tests with a mocked provider, run by make tf-check against the
 # provider's recorded schemas, on what `admitfn render` makes of the
-# example bundle (terraform/examples/webhooks.json, kept current by a test).
+# example bundle (terraform/examples/tests/published-webhooks.json, what admitfn push
+# publishes for it, kept current by a test).
 
 mock_provider "kubernetes" {}
 
@@ -9,7 +10,7 @@ run "load" {
     source = "./tests/load"
   }
   variables {
-    file = "../../examples/webhooks.json"
+    file = "../../examples/tests/published-webhooks.json"
   }
 }
 
@@ -28,7 +29,7 @@ run "rendered_examples" {
     error_message = "the example bundle has one validating and one mutating configuration"
   }
   assert {
-    condition     = kubernetes_validating_webhook_configuration_v1.this["admitfn"].webhook[0].client_config[0].url == "https://abc.lambda-url.eu-west-1.on.aws/TOKEN/validate"
+    condition     = kubernetes_validating_webhook_configuration_v1.this["admitfn"].webhook[0].client_config[0].url == "https://abc.lambda-url.eu-west-1.on.aws/TOKEN/validate/b11fbe337a"
     error_message = "webhook URLs keep their route under base_url"
   }
   assert {
