@@ -14,6 +14,7 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
 	"github.com/admitfn/admitfn/functions/bundle/store/storetest"
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 // golden compares got with testdata/change/name, which -update rewrites:
@@ -87,6 +88,14 @@ func TestPushSaysWhatItChanges(t *testing.T) {
 		t.Errorf("push of a webhook change: %d\n%s", code, out)
 	}
 	golden(t, "push-refused.txt", errOut)
+	// docs/cluster.md shows both.
+	blocks := doccheck.Find(t, "docs/cluster.md", 2)
+	for i, name := range []string{"diff.txt", "push-refused.txt"} {
+		want, _ := os.ReadFile(filepath.Join("testdata", "change", name))
+		if blocks[i].Text != string(want) {
+			t.Errorf("%s shows\n%s\nnot testdata/change/%s:\n%s", blocks[i], blocks[i].Text, name, want)
+		}
+	}
 	if now := fetch(); now.Serial != v1.Serial {
 		t.Errorf("the refused push published serial %d", now.Serial)
 	}
@@ -132,6 +141,7 @@ func TestPushOfAnExpressionChange(t *testing.T) {
 	v1, _ := filepath.Abs("testdata/change/v1")
 	v3, _ := filepath.Abs("testdata/change/v3")
 	goldenDir, _ := filepath.Abs("testdata/change")
+	shown := doccheck.Find(t, "docs/cluster.md", 1)[0] // before leaving the repository
 	t.Chdir(t.TempDir())
 	const dir = "published"
 	if code, out, errOut := admitfn("push", "-p", v1, "--to", dir); code != 0 {
@@ -142,6 +152,9 @@ func TestPushOfAnExpressionChange(t *testing.T) {
 		t.Fatalf("diff: %d %s", code, errOut)
 	}
 	goldenAt(t, goldenDir, "diff-expression.txt", out)
+	if shown.Text != out {
+		t.Errorf("%s shows\n%s\nnot\n%s", shown, shown.Text, out)
+	}
 	if code, out, errOut := admitfn("push", "-p", v3, "--to", dir); code != 0 || !strings.Contains(out, "the webhook configuration does not change: nothing to apply\n") {
 		t.Errorf("push v3: %d\n%s\n%s", code, out, errOut)
 	}
