@@ -172,6 +172,7 @@ func TestDocCommandsCatchMistakes(t *testing.T) {
 		{"make rnu", `make: no target "rnu" in the Makefile`},
 		{"make gcf POLICYS=x", `make: the Makefile reads no variable POLICYS`},
 		{"go run ./cmd/admitfnn test x", `go run: no package ./cmd/admitfnn`},
+		{"cd terraform/examples/aws-eks\ngo run ../../cmd/admitfn test x", `go run: no package ./terraform/cmd/admitfn`},
 		{"admitfn rendr", `admitfn rendr: no such command (--help shows "admitfn")`},
 		{"admitfn completion bsh", `admitfn completion bsh: no such command (--help shows "admitfn completion")`},
 		{"admitfn render -p x --ulr https://x", `admitfn render -p x --ulr https://x: exit status 2: admitfn render: unknown flag: --ulr`},
@@ -265,7 +266,7 @@ func (c *commands) command(dir string, args []string) error {
 	case name == "make":
 		return c.make(args[1:])
 	case name == "go":
-		return c.goCommand(args[1:])
+		return c.goCommand(dir, args[1:])
 	case name == "admitfn":
 		return c.admitfnArgs(args[1:])
 	case name == "terraform":
@@ -295,7 +296,7 @@ func (c *commands) make(args []string) error {
 	return nil
 }
 
-func (c *commands) goCommand(args []string) error {
+func (c *commands) goCommand(dir string, args []string) error {
 	if len(args) == 0 {
 		return errors.New("go: no subcommand")
 	}
@@ -303,9 +304,12 @@ func (c *commands) goCommand(args []string) error {
 	switch sub {
 	case "run":
 		for i, a := range rest {
-			if !strings.HasPrefix(a, "./") {
+			if !strings.HasPrefix(a, "./") && !strings.HasPrefix(a, "../") {
 				continue
 			}
+			// A package path is relative to the directory the block cd'd
+			// to: name it from the repository's root.
+			a = "./" + filepath.ToSlash(filepath.Join(dir, a))
 			if err := c.pkg("go run", a); err != nil {
 				return err
 			}
