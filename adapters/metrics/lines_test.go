@@ -24,7 +24,7 @@ func TestEMFLines(t *testing.T) {
 	loadErrors, refused = 4, 2
 	// The request's logger, from the context, carries its fields.
 	ctx := zerolog.New(&buf).With().Str("requestId", "r2").Logger().WithContext(context.Background())
-	l.Review(ctx, Review{Route: UnknownRoute, Decision: Error, Status: 404, Latency: time.Millisecond, Bundle: "b1"})
+	l.Review(ctx, Review{Route: UnknownRoute, Decision: Error, Status: 404, Latency: time.Millisecond, Bundle: "b1", RouteState: "unknown"})
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
@@ -53,6 +53,14 @@ func TestEMFLines(t *testing.T) {
 	}
 	// Counters are increments since the previous line.
 	if second["admitfn_bundle_load_errors_total"] != float64(1) || second["admitfn_bundle_refused_total"] != float64(1) || second["admitfn_rejected_requests_total"] != float64(0) || second["requestId"] != "r2" || second["route"] != "unknown" {
+		t.Errorf("second line: %v", second)
+	}
+	// A review on a route the bundle does not have says so, and counts it.
+	if _, ok := first["admitfn_stale_route_reviews_total"]; ok {
+		t.Errorf("first line counts a stale route: %v", first)
+	}
+	metrics := second["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Metrics"].([]any)
+	if second["route_state"] != "unknown" || second["admitfn_stale_route_reviews_total"] != float64(1) || !reflect.DeepEqual(metrics[2], map[string]any{"Name": "admitfn_stale_route_reviews_total", "Unit": "Count"}) {
 		t.Errorf("second line: %v", second)
 	}
 }

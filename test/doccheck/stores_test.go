@@ -86,7 +86,7 @@ make() { [ $# = 2 ] && [ "$1" = run ] && [ "${2%%=*}" = POLICIES ] || return 1; 
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			age := regexp.MustCompile(`, age \d+s$`)
+			age := regexp.MustCompile(`(?m), age \d+s$`)
 			if age.ReplaceAllString(strings.TrimSuffix(got, "\n"), ", age Ns") != age.ReplaceAllString(strings.TrimSuffix(want, "\n"), ", age Ns") {
 				t.Errorf("/readyz: %q\n%s shows %q\noutput:\n%s", got, readyz, want, output())
 			}

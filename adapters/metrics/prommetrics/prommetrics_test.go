@@ -16,7 +16,9 @@ func TestScrape(t *testing.T) {
 	ctx := context.Background()
 	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 3 * time.Millisecond})
 	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: 30 * time.Millisecond})
-	r.Review(ctx, metrics.Review{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Latency: time.Millisecond})
+	r.Review(ctx, metrics.Review{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Latency: time.Millisecond, RouteState: "unknown"})
+	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
+	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
 	r.Rejected(ctx)
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -28,6 +30,8 @@ func TestScrape(t *testing.T) {
 		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="50"} 2`,
 		`admitfn_review_duration_ms_sum{decision="denied",route="/validate"} 33`,
 		"admitfn_rejected_requests_total 1",
+		`admitfn_stale_route_reviews_total{state="retired"} 2`,
+		`admitfn_stale_route_reviews_total{state="unknown"} 1`,
 		"admitfn_bundle_age_seconds 42",
 		"admitfn_bundle_load_errors_total 2",
 		"admitfn_bundle_refused_total 1",

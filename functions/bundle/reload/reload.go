@@ -248,8 +248,8 @@ func (r *Reloader) state(c *current, route policy.Route) engine.RouteState {
 
 // recheck waits for the running check, or starts one unless the last a
 // route no bundle knows started is less than UnknownRouteRecheck ago, and
-// waits for it up to half of what is left of ctx; it reports whether it
-// waited for one to end. Reviews that arrive on a new route while the
+// waits for it up to Config.Wait and half of what is left of ctx; it
+// reports whether it waited for one to end. Reviews that arrive on a new route while the
 // check it started runs wait for that check too.
 func (r *Reloader) recheck(ctx context.Context) bool {
 	if r.loaded() == nil || r.cfg.Interval < 0 {
@@ -267,9 +267,11 @@ func (r *Reloader) recheck(ctx context.Context) bool {
 		done = r.startLocked()
 	}
 	r.mu.Unlock()
-	wait := r.cfg.CheckTimeout
+	// Bounded as a request waits for a due check: anyone can send reviews
+	// on unknown routes, and a store that hangs must not hold their places.
+	wait := r.cfg.Wait
 	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl) / 2
+		wait = min(wait, time.Until(dl)/2)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

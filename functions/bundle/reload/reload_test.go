@@ -779,3 +779,36 @@ func TestFirstBundleCompiledOnUse(t *testing.T) {
 		t.Errorf("first load of another build's broken bundle: %v", err)
 	}
 }
+
+// Reviews on routes no bundle knows can come from anyone: with the store
+// hung, the check one of them starts holds it only for Config.Wait, and
+// the others within UnknownRouteRecheck start none.
+func TestUnknownRoutesDoNotWaitOnAHungStore(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, func(c *reload.Config) { c.Wait = 50 * time.Millisecond })
+		b.proxy.Set(storetest.Pass)
+		f.publish(sources("A"), nil)
+		f.load()
+		b.proxy.Delay = 5 * time.Second
+		b.proxy.Set(storetest.Slow)
+		before := b.proxy.Requests()
+		stranger := policy.Route{Type: policy.Validating, Group: "0123456789"}
+		for i := range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := f.r.Review(ctx, stranger, request)
+			cancel()
+			if !errors.Is(err, engine.ErrUnknownRoute) {
+				t.Fatalf("review %d on an unknown route: %v", i, err)
+			}
+			if !running(f.r) {
+				t.Fatalf("review %d waited for the hung check to end", i)
+			}
+		}
+		if n := b.proxy.Requests() - before; n != 1 {
+			t.Errorf("%d store requests for three unknown routes, want the one check's", n)
+		}
+		f.served("A") // the bundle it has still answers
+		waitIdle(t, f.r)
+		b.proxy.Set(storetest.Pass)
+	})
+}
