@@ -3,6 +3,7 @@ package reload_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,8 @@ func TestRetiredRouteServedForTheTransition(t *testing.T) {
 // A negative transition retires routes at once; a route that comes back
 // (a revert) is served by the bundle that has it, not its old one.
 func TestTransitionOffAndRevert(t *testing.T) {
-	dir := store.NewDir(t.TempDir())
+	root := t.TempDir()
+	dir := store.NewDir(root)
 	clk := &clock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	publish := func(src []policy.Source, transition time.Duration) *bundle.Manifest {
 		t.Helper()
@@ -152,6 +154,12 @@ func TestTransitionOffAndRevert(t *testing.T) {
 	m = publish(selected("c", ""), 0)
 	if len(m.Retired) != 1 || m.Retired[0].Routes[0] != routeOf(t, selected("b", "env: prod")).Path() || m.Retired[0].Bundle != policy.ID(selected("b", "env: prod")) {
 		t.Fatalf("after the revert, retired %+v", m.Retired)
+	}
+	// A directory holds exactly what its manifest names: a's retired
+	// bundle is gone with its last route, b's is there.
+	retired, _ := filepath.Glob(filepath.Join(root, ".admitfn", "retired", "*"))
+	if want := filepath.Join(root, filepath.FromSlash(m.Retired[0].Object.Key)); len(retired) != 1 || retired[0] != want {
+		t.Errorf("retired bundles in the directory: %v, want %s", retired, want)
 	}
 }
 
