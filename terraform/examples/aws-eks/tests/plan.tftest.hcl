@@ -62,7 +62,7 @@ run "function_and_webhooks" {
 # The first apply, before the first push: the function and its bucket, no
 # webhook configuration.
 run "before_the_first_push" {
-  command = plan
+  command = apply
   variables {
     webhooks = false
   }
@@ -70,5 +70,35 @@ run "before_the_first_push" {
   assert {
     condition     = output.webhook_configurations == [] && module.webhook.webhooks == 0
     error_message = "no webhook configuration goes into the cluster before a bundle is published"
+  }
+}
+
+# The apply after a push: the bucket exists, so its .admitfn/webhooks.json
+# is read at plan time (here one webhook, as push would publish it) and the
+# configurations' keys are known.
+run "from_the_bucket" {
+  command = plan
+
+  override_data {
+    target = data.aws_s3_object.webhooks
+    values = {
+      body = <<-EOT
+        {"apiVersion": "v1", "kind": "List", "items": [{
+          "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+          "metadata": {"name": "admitfn", "labels": {"app.kubernetes.io/managed-by": "admitfn"}},
+          "webhooks": [{
+            "name": "8b3e12d787.validate.admitfn.io", "admissionReviewVersions": ["v1", "v1beta1"],
+            "clientConfig": {"url": "https://admitfn.invalid/validate/8b3e12d787"},
+            "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"], "scope": "*"}],
+            "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None", "timeoutSeconds": 10
+          }]
+        }]}
+      EOT
+    }
+  }
+
+  assert {
+    condition     = output.webhook_configurations == ["admitfn"] && module.webhook.webhooks == 1
+    error_message = "the configuration published in the bucket goes into the cluster"
   }
 }
