@@ -280,7 +280,15 @@ spec:
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [services]}]}
   validations: [{expression: "true"}]
 ` + binding("fail", "fail.e2e.admitfn.io", "[Deny]", "") + binding("ignore", "ignore.e2e.admitfn.io", "[Deny]", "")}
-	a, _ := deployAdmitfn(t, files)
+	a, dir := deployAdmitfn(t, files)
+	// The webhook of the Fail group (the fail binding's, and the
+	// sentinel's), by the name render gives it.
+	failHook := ""
+	for _, w := range kube.render(t, dir, "https://"+a.addr, k8sName(t)).validating.Webhooks {
+		if *w.FailurePolicy == admissionregistrationv1.Fail {
+			failHook = w.Name
+		}
+	}
 	namespace(t, "e2e-down", nil)
 	cs, w := kube.client(t)
 	ctx := context.Background()
@@ -301,7 +309,7 @@ spec:
 	// function: its first write then fails with a broken pipe or reset
 	// rather than a refused connection. Each is the function being down.
 	down := regexp.MustCompile(`connection refused|broken pipe|connection reset by peer|EOF`)
-	if got.allowed || got.code != 500 || !strings.Contains(got.message, `failed calling webhook "validate.`+k8sName(t)+`.admitfn.io"`) || !down.MatchString(got.message) {
+	if got.allowed || got.code != 500 || !strings.Contains(got.message, `failed calling webhook "`+failHook+`"`) || !down.MatchString(got.message) {
 		t.Errorf("down, failurePolicy Fail: %+v", got)
 	}
 	expect(t, "down, failurePolicy Ignore", createSvc(), outcome{allowed: true})
@@ -481,7 +489,8 @@ func TestWebhookAuthenticatesWithABearerToken(t *testing.T) {
 	}
 	bundle := writeBundle(t, map[string]string{"p.yaml": replicasPolicy + binding("everywhere", "replicas.e2e.admitfn.io", "[Deny]", "")})
 	a := kube.serve(t, bundle, kube.authAddr, "-auth-tokens-file", tokens)
-	kube.install(t, kube.render(t, bundle, "https://"+a.addr, k8sName(t)).validating)
+	cfg := kube.render(t, bundle, "https://"+a.addr, k8sName(t)).validating
+	kube.install(t, cfg)
 	namespace(t, "e2e-auth", nil)
 	cs, w := kube.client(t)
 	var got outcome
@@ -492,7 +501,7 @@ func TestWebhookAuthenticatesWithABearerToken(t *testing.T) {
 		}
 		return nil
 	})
-	want := `admission webhook "validate.` + k8sName(t) + `.admitfn.io" denied the request: ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'everywhere' denied request: replicas must be at most 3, got 5`
+	want := `admission webhook "` + cfg.Webhooks[0].Name + `" denied the request: ValidatingAdmissionPolicy 'replicas.e2e.admitfn.io' with binding 'everywhere' denied request: replicas must be at most 3, got 5`
 	if got.allowed || got.code != 403 || got.message != want {
 		t.Errorf("with the token: %+v, want 403 %q\n%s", got, want, a.Logs())
 	}
