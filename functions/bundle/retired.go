@@ -115,8 +115,11 @@ func Routes(sources []policy.Source) ([]string, error) {
 
 // readRetired reads the bundles of m's retired routes whose transition
 // lasts at now, each checked against m as the bundle's own objects are.
-func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) ([]RetiredSnapshot, error) {
+// A lenient Fetcher returns those it cannot read or verify, by key, instead
+// of failing.
+func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) ([]RetiredSnapshot, map[string]error, error) {
 	out := make([]RetiredSnapshot, len(m.Retired))
+	var unreadable map[string]error
 	for i, r := range m.Retired {
 		out[i] = RetiredSnapshot{Bundle: r.Bundle, Until: r.Until}
 		for _, p := range r.Routes {
@@ -126,23 +129,38 @@ func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) (
 		if !now.Before(r.Until) {
 			continue
 		}
-		data, err := f.Bucket.GetVersion(ctx, r.Object.Key, r.Object.Version)
+		sources, err := f.readRetiredBundle(ctx, r)
+		if err != nil && f.lenientRetired {
+			if unreadable == nil {
+				unreadable = map[string]error{}
+			}
+			unreadable[r.Object.Key] = err
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", r.Object.Key, err)
-		}
-		if err := checkObject(r.Object, data); err != nil {
-			return nil, err
-		}
-		sources, err := unpack(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %v", r.Object.Key, ErrIntegrity, err)
-		}
-		if id := policy.ID(sources); id != r.Bundle {
-			return nil, fmt.Errorf("%s: %w: the files make bundle %s, manifest says %s", r.Object.Key, ErrIntegrity, id, r.Bundle)
+			return nil, nil, err
 		}
 		out[i].Sources = sources
 	}
-	return out, nil
+	return out, unreadable, nil
+}
+
+func (f *Fetcher) readRetiredBundle(ctx context.Context, r Retired) ([]policy.Source, error) {
+	data, err := f.Bucket.GetVersion(ctx, r.Object.Key, r.Object.Version)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.Object.Key, err)
+	}
+	if err := checkObject(r.Object, data); err != nil {
+		return nil, err
+	}
+	sources, err := unpack(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", r.Object.Key, ErrIntegrity, err)
+	}
+	if id := policy.ID(sources); id != r.Bundle {
+		return nil, fmt.Errorf("%s: %w: the files make bundle %s, manifest says %s", r.Object.Key, ErrIntegrity, id, r.Bundle)
+	}
+	return sources, nil
 }
 
 // unpack reads the files of a packed object.
@@ -197,6 +215,11 @@ func retire(ctx context.Context, bucket store.Bucket, prev *Snapshot, routes []s
 	}
 	for _, r := range prev.manifestRetired {
 		if !now.Before(r.Until) {
+			continue
+		}
+		if err := prev.unreadableRetired[r.Object.Key]; err != nil {
+			// Carried on, it would make every function refuse the manifest.
+			opts.warn(fmt.Sprintf("the bundle %s that answers the retired routes %s cannot be read (%v): they are retired now", r.Bundle, strings.Join(r.Routes, ", "), err))
 			continue
 		}
 		var still []string

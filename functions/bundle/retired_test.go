@@ -128,3 +128,34 @@ func TestRetiredRoutesAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// A retired bundle gone from the bucket (a lifecycle rule, a hand) is
+// dropped with a warning by the next publish, which still retires the
+// routes of the bundle it replaces: carried on, it would make every
+// function refuse the manifest.
+func TestPublishDropsAnUnreadableRetiredBundle(t *testing.T) {
+	key := newKey(t)
+	root := t.TempDir()
+	prod := at{store.NewDir(root), "s3://policies/prod"}
+	publishAt(t, prod, routed(""), key, t0, 0)
+	m := publishAt(t, prod, routed("prod"), key, t0.Add(time.Hour), 0)
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(m.Retired[0].Object.Key))); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	m, err := bundle.Publish(context.Background(), prod, routed("dev"), bundle.PublishOptions{SignKey: key, Now: t0.Add(2 * time.Hour), Warn: func(s string) { warnings = append(warnings, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := bundle.Routes(routed(""))
+	prodRoutes, _ := bundle.Routes(routed("prod"))
+	if len(m.Retired) != 1 || m.Retired[0].Bundle != policy.ID(routed("prod")) || m.Retired[0].Routes[0] != prodRoutes[0] {
+		t.Errorf("retired %+v, want the prod bundle's route alone", m.Retired)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "the bundle "+policy.ID(routed(""))+" that answers the retired routes "+gone[0]+" cannot be read") {
+		t.Errorf("warnings %q", warnings)
+	}
+	if _, err := fetchAt(prod, key, t0.Add(3*time.Hour)); err != nil {
+		t.Errorf("a function refuses the manifest: %v", err)
+	}
+}
