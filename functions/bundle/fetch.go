@@ -51,11 +51,8 @@ type Snapshot struct {
 	// Retired are the manifest's retired routes, with their bundles'
 	// files while their transitions last.
 	Retired []RetiredSnapshot
-	// manifestRetired is what the manifest says of them;
-	// unreadableRetired, by object key, those a lenient fetch could not
-	// read or verify.
-	manifestRetired   []Retired
-	unreadableRetired map[string]error
+	// manifestRetired is what the manifest says of them, index for index.
+	manifestRetired []Retired
 	// Token identifies what was fetched; passed back to Fetch, it makes
 	// the check conditional.
 	Token string
@@ -69,10 +66,6 @@ type Fetcher struct {
 	Keys []ed25519.PublicKey
 	// Now tells the time manifests expire by (time.Now when nil).
 	Now func() time.Time
-	// lenientRetired: a retired bundle that cannot be read or verified is
-	// recorded in the snapshot instead of failing the fetch (a publish
-	// reading the bundle it replaces drops its routes).
-	lenientRetired bool
 }
 
 const listToken = "list:"
@@ -138,11 +131,8 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if m.Bundle != "" && id != m.Bundle {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
-	retired, unreadable, err := f.readRetired(ctx, m, f.now())
-	if err != nil {
-		return nil, err
-	}
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Retired: retired, manifestRetired: m.Retired, unreadableRetired: unreadable, Token: obj.ETag}, nil
+	retired := f.readRetired(ctx, m, f.now())
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Retired: retired, manifestRetired: m.Retired, Token: obj.ETag}, nil
 }
 
 // unlisted refuses a directory holding a policy file its manifest does not
@@ -435,7 +425,7 @@ func previousBundle(ctx context.Context, bucket store.Bucket, prev *Manifest, op
 	if at.IsZero() {
 		at = opts.now()
 	}
-	f := &Fetcher{Bucket: bucket, Keys: opts.trusted(), Now: func() time.Time { return at }, lenientRetired: true}
+	f := &Fetcher{Bucket: bucket, Keys: opts.trusted(), Now: func() time.Time { return at }}
 	snap, err := f.Fetch(ctx, "")
 	if err != nil {
 		opts.warn(fmt.Sprintf("the bundle at %s cannot be read (%v): webhook configurations rendered for it get no transition", bucket.Location(), err))

@@ -63,6 +63,10 @@ type RetiredSnapshot struct {
 	Routes  []policy.Route
 	Until   time.Time
 	Sources []policy.Source
+	// Err says why the bundle could not be read or verified (a lifecycle
+	// rule deleted it; someone changed it): its routes are then not
+	// served, and the bundle the manifest names still is.
+	Err error
 }
 
 // unreferenced are the retired bundles prev's manifest stored that m no
@@ -115,11 +119,11 @@ func Routes(sources []policy.Source) ([]string, error) {
 
 // readRetired reads the bundles of m's retired routes whose transition
 // lasts at now, each checked against m as the bundle's own objects are.
-// A lenient Fetcher returns those it cannot read or verify, by key, instead
-// of failing.
-func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) ([]RetiredSnapshot, map[string]error, error) {
+// One that cannot be read or verified is never served, but fails only its
+// own routes (Err): the bundle m names is whole and verified, and refusing
+// it would leave a cold-starting function with no bundle at all.
+func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) []RetiredSnapshot {
 	out := make([]RetiredSnapshot, len(m.Retired))
-	var unreadable map[string]error
 	for i, r := range m.Retired {
 		out[i] = RetiredSnapshot{Bundle: r.Bundle, Until: r.Until}
 		for _, p := range r.Routes {
@@ -129,20 +133,9 @@ func (f *Fetcher) readRetired(ctx context.Context, m *Manifest, now time.Time) (
 		if !now.Before(r.Until) {
 			continue
 		}
-		sources, err := f.readRetiredBundle(ctx, r)
-		if err != nil && f.lenientRetired {
-			if unreadable == nil {
-				unreadable = map[string]error{}
-			}
-			unreadable[r.Object.Key] = err
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		out[i].Sources = sources
+		out[i].Sources, out[i].Err = f.readRetiredBundle(ctx, r)
 	}
-	return out, unreadable, nil
+	return out
 }
 
 func (f *Fetcher) readRetiredBundle(ctx context.Context, r Retired) ([]policy.Source, error) {
@@ -213,11 +206,11 @@ func retire(ctx context.Context, bucket store.Bucket, prev *Snapshot, routes []s
 			out = append(out, Retired{Bundle: prev.BundleID, Routes: gone, Until: now.Add(opts.transition()), Object: o})
 		}
 	}
-	for _, r := range prev.manifestRetired {
+	for i, r := range prev.manifestRetired {
 		if !now.Before(r.Until) {
 			continue
 		}
-		if err := prev.unreadableRetired[r.Object.Key]; err != nil {
+		if err := prev.Retired[i].Err; err != nil {
 			// Carried on, it would make every function refuse the manifest.
 			opts.warn(fmt.Sprintf("the bundle %s that answers the retired routes %s cannot be read (%v): they are retired now", r.Bundle, strings.Join(r.Routes, ", "), err))
 			continue

@@ -38,9 +38,9 @@ spec:
 }
 
 // The retired routes and their bundle are under the signature: a bucket
-// writer can neither swap the bundle a retired route answers with nor
-// stretch its transition, and re-signing drops ended transitions without
-// lengthening the others.
+// writer can neither swap the bundle a retired route answers with (a
+// swapped one is never served) nor stretch its transition, and
+// re-signing drops ended transitions without lengthening the others.
 func TestRetiredRoutesAreUnderTheSignature(t *testing.T) {
 	key := newKey(t)
 	root := t.TempDir()
@@ -93,8 +93,12 @@ func TestRetiredRoutesAreUnderTheSignature(t *testing.T) {
 	if err := os.WriteFile(other, []byte(strings.Replace(string(data), "false", "true ", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetchAt(prod, key, t0.Add(6*time.Hour)); !errors.Is(err, bundle.ErrIntegrity) || !bundle.Refused(err) {
-		t.Errorf("a swapped retired bundle: %v, want ErrIntegrity", err)
+	// The bundle the manifest names is whole and verified: it loads, and
+	// the swapped one is never served.
+	snap, err = fetchAt(prod, key, t0.Add(6*time.Hour))
+	if err != nil || snap.BundleID != policy.ID(routed("prod")) || len(snap.Retired) != 1 || snap.Retired[0].Sources != nil ||
+		!errors.Is(snap.Retired[0].Err, bundle.ErrIntegrity) || !bundle.Refused(snap.Retired[0].Err) {
+		t.Errorf("a swapped retired bundle: %v, %+v; want the bundle, and ErrIntegrity for the retired one", err, snap)
 	}
 }
 

@@ -473,6 +473,10 @@ func (r *Reloader) compileRetired(snap *bundle.Snapshot, prev *current) map[poli
 	}
 	out := map[policy.Route]*retiredRoute{}
 	for _, rs := range snap.Retired {
+		if rs.Err != nil {
+			r.cfg.Log.Error().Str("policies", r.location).Str("retired_bundle", rs.Bundle).Err(rs.Err).Msg("the bundle of retired routes cannot be read: they are not served")
+			continue
+		}
 		var eng *engine.Engine
 		if rs.Sources != nil {
 			eng = built[rs.Bundle]

@@ -3,6 +3,7 @@ package reload_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,5 +199,42 @@ func TestUnknownRouteChecksAtOnce(t *testing.T) {
 	res, err := r.Review(ctx, routeOf(t, b), request)
 	if err != nil || res.Response.Result.Message != "ValidatingAdmissionPolicy 'tag' with binding 'tag' denied request: bundle b" {
 		t.Fatalf("the newer bundle's route: %v, %v\n%s", res, err, logs)
+	}
+}
+
+// A retired bundle that cannot be read (gone from the bucket) fails only
+// its own routes: the new bundle loads and serves, the route is unknown.
+func TestUnreadableRetiredBundle(t *testing.T) {
+	root := t.TempDir()
+	dir := store.NewDir(root)
+	clk := &clock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	logs := &syncbuf.Buffer{}
+	r := reload.New(reload.Config{Fetcher: &bundle.Fetcher{Bucket: dir}, Interval: interval, Wait: time.Minute, CheckTimeout: 3 * time.Second,
+		Log: zerolog.New(logs), Now: clk.Now, Jitter: func(max time.Duration) time.Duration { return max }})
+	a, b := selected("a", ""), selected("b", "env: prod")
+	if _, err := bundle.Publish(context.Background(), dir, a, bundle.PublishOptions{Now: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	m, err := bundle.Publish(context.Background(), dir, b, bundle.PublishOptions{Now: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(m.Retired[0].Object.Key))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Load(context.Background()); err != nil {
+		t.Fatalf("load: %v\n%s", err, logs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := r.Review(ctx, routeOf(t, b), request); err != nil || res.Response.Result.Message != "ValidatingAdmissionPolicy 'tag' with binding 'tag' denied request: bundle b" {
+		t.Errorf("the new route: %v %v", res, err)
+	}
+	if _, err := r.Review(ctx, routeOf(t, a), request); !errors.Is(err, engine.ErrUnknownRoute) {
+		t.Errorf("the retired route of an unreadable bundle: %v, want ErrUnknownRoute", err)
+	}
+	if !strings.Contains(logs.String(), `"retired_bundle":"`+policy.ID(a)+`"`) || !strings.Contains(logs.String(), "the bundle of retired routes cannot be read: they are not served") {
+		t.Errorf("not logged:\n%s", logs)
 	}
 }
