@@ -164,3 +164,23 @@ func TestPushOfAnExpressionChange(t *testing.T) {
 		t.Errorf("fetch: %v, retired %+v", err, snap)
 	}
 }
+
+// --transition 0 retires the routes at once: the manifest keeps no earlier
+// bundle, and push names no retired route.
+func TestPushWithoutTransition(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if code, out, errOut := admitfn("push", "-p", "testdata/change/v1", "--to", dir); code != 0 {
+		t.Fatalf("push v1: %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := admitfn("push", "-p", "testdata/change/v2", "--to", dir, "--allow-webhook-change", "--transition", "0")
+	if code != 0 || strings.Contains(out, "retired routes served") {
+		t.Fatalf("push v2: %d\n%s\n%s", code, out, errOut)
+	}
+	snap, err := (&bundle.Fetcher{Bucket: store.NewDir(dir)}).Fetch(context.Background(), "")
+	if err != nil || len(snap.Retired) != 0 {
+		t.Errorf("fetch: %v, retired %+v", err, snap.Retired)
+	}
+	if code, _, errOut := admitfn("push", "-p", "testdata/change/v1", "--to", dir, "--transition", "-1h"); code != 2 || !strings.Contains(errOut, "--transition must be 0 or more, not -1h0m0s") {
+		t.Errorf("negative --transition: %d %q", code, errOut)
+	}
+}

@@ -217,6 +217,7 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 		if prev != nil && diff.WebhooksChanged && !allowWebhookChange {
 			return errWebhookChange
 		}
+		opts.Replaces = prev
 	}
 	var m *bundle.Manifest
 	if resign {

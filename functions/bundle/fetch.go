@@ -322,6 +322,10 @@ type PublishOptions struct {
 	// Webhooks, when set, is stored at WebhooksKey and named by the
 	// manifest: the bundle's rendered webhook configurations.
 	Webhooks []byte
+	// Replaces, when set, is the bundle at the location as Published read
+	// it (for a diff before the publish): used instead of reading it again
+	// while the manifest in place still has its serial.
+	Replaces *Snapshot
 }
 
 func (o PublishOptions) warn(msg string) {
@@ -468,7 +472,10 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if err != nil {
 		return nil, err
 	}
-	prevSnap := previousBundle(ctx, bucket, prev, opts)
+	prevSnap := opts.Replaces
+	if prev == nil || prevSnap == nil || prevSnap.Serial != prev.Serial {
+		prevSnap = previousBundle(ctx, bucket, prev, opts)
+	}
 	// A bundle that does not parse (the caller checks it does) has no
 	// routes to compare.
 	routes, routesErr := Routes(sources)

@@ -3,6 +3,7 @@ package bundle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,28 @@ func TestPublishDropsAnUnreadableRetiredBundle(t *testing.T) {
 	}
 	if _, err := fetchAt(prod, key, t0.Add(3*time.Hour)); err != nil {
 		t.Errorf("a function refuses the manifest: %v", err)
+	}
+}
+
+// A manifest keeps the bundles of at most MaxRetired earlier publishes in
+// transition: the next one drops the oldest routes and says which.
+func TestRetiredBundlesAreCapped(t *testing.T) {
+	dir := store.NewDir(t.TempDir())
+	var warnings []string
+	var m *bundle.Manifest
+	for i := range bundle.MaxRetired + 2 {
+		var err error
+		m, err = bundle.Publish(context.Background(), dir, routed(fmt.Sprintf("e%d", i)), bundle.PublishOptions{Now: t0.Add(time.Duration(i) * time.Minute), Warn: func(s string) { warnings = append(warnings, s) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldest, _ := bundle.Routes(routed("e0"))
+	if len(m.Retired) != bundle.MaxRetired || m.Retired[0].Bundle != policy.ID(routed(fmt.Sprintf("e%d", bundle.MaxRetired))) {
+		t.Errorf("%d retired bundles, newest %s", len(m.Retired), m.Retired[0].Bundle)
+	}
+	want := fmt.Sprintf("more than %d earlier bundles have routes in transition: the oldest routes (%s) are retired now", bundle.MaxRetired, oldest[0])
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }
