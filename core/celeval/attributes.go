@@ -26,13 +26,14 @@ type Attributes struct {
 	admission.Attributes
 	req *review.Request
 
-	request       ref.Val
-	requestSize   measure // inputSize's measure of request
-	requestSized  bool
-	namespace     ref.Val
-	namespaceName string
-	annotations   map[string]string
-	keys          []string
+	request        ref.Val
+	requestSize    measure // inputSize's measure of request
+	requestSized   bool
+	namespace      ref.Val
+	namespaceName  string
+	namespaceWhole bool
+	annotations    map[string]string
+	keys           []string
 
 	// shareObjects: the review is validating, so its objects do not change
 	// and their CEL values (objectValue) are shared by every policy.
@@ -49,6 +50,10 @@ type Attributes struct {
 	// longest is reviewLongest's measure, once measured.
 	longest         int64
 	longestMeasured bool
+
+	// cluster is the cluster the review is for, when the function can read
+	// it (UseCluster).
+	cluster *clusterReads
 }
 
 // sharedObject is the CEL value of one object, remembered with the object
@@ -135,13 +140,14 @@ func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject)
 	return shared.val, nil
 }
 
-// celNamespace is the CEL `namespaceObject`. The function cannot read the
-// cluster, so the only namespace it knows is the one named by the request.
+// celNamespace is the CEL `namespaceObject`: the namespace the request
+// names, by name only, or whole when read from the cluster (clusterReads).
 func (a *Attributes) celNamespace(ns *corev1.Namespace) ref.Val {
-	if a.namespace != nil && a.namespaceName == ns.Name {
+	whole := a.cluster != nil && a.cluster.namespace == ns
+	if a.namespace != nil && a.namespaceName == ns.Name && a.namespaceWhole == whole {
 		return a.namespace
 	}
-	a.namespace, a.namespaceName = celcommon.SchemalessTypedToVal(plugincel.CreateNamespaceObject(ns)), ns.Name
+	a.namespace, a.namespaceName, a.namespaceWhole = celcommon.SchemalessTypedToVal(plugincel.CreateNamespaceObject(ns)), ns.Name, whole
 	return a.namespace
 }
 

@@ -16,6 +16,7 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	celcommon "k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/library"
 )
 
 // condition is a plugincel.ConditionEvaluator over programs compiled by
@@ -159,11 +160,12 @@ func (c *condition) CompilationErrors() []error {
 	return errs
 }
 
-// activation resolves the admission CEL variables. `authorizer` is never
-// resolvable: the function has no access to the cluster's authorizer, so an
-// expression that uses it fails and follows failurePolicy.
+// activation resolves the admission CEL variables. `authorizer` resolves
+// only on a review for a cluster the function reads (ReviewAuthorizer);
+// otherwise an expression that uses it fails and follows failurePolicy.
 type activation struct {
 	object, oldObject, params, request, namespace any
+	authorizer, requestResourceAuthorizer         any
 
 	// variables is built when an expression first reads it: most policies'
 	// expressions never do, and upstream's value (a lazy map with a callback
@@ -192,6 +194,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.request, true
 	case plugincel.NamespaceVarName:
 		return a.namespace, true
+	case plugincel.AuthorizerVarName:
+		return a.authorizer, a.authorizer != nil
+	case plugincel.RequestResourceAuthorizerVarName:
+		return a.requestResourceAuthorizer, a.requestResourceAuthorizer != nil
 	case plugincel.VariableVarName:
 		return a.variablesValue(), true
 	default:
@@ -206,6 +212,10 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 	act := &activation{}
 	if inputs.VersionedParams != nil {
 		act.params = celcommon.SchemalessTypedToVal(inputs.VersionedParams)
+	}
+	if inputs.Authorizer != nil {
+		act.authorizer = library.NewAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer)
+		act.requestResourceAuthorizer = library.NewResourceAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer, versionedAttr)
 	}
 	if attrs, ok := versionedAttr.Attributes.(*Attributes); ok {
 		// A validating review's objects have one CEL value each, shared by
@@ -334,7 +344,7 @@ func outOfBudget() error {
 
 // NewConditionEvaluator evaluates results (compiled with vars stored in
 // their compiler) with admitfn's activation: the review's `request`
-// shared, no `authorizer`. Nil accessors keep indexes aligned.
+// shared, `authorizer` only on a review for a cluster the function reads. Nil accessors keep indexes aligned.
 func NewConditionEvaluator(vars *Variables, results []plugincel.CompilationResult) plugincel.ConditionEvaluator {
 	return newCondition(vars, results)
 }

@@ -24,6 +24,7 @@ import (
 type ParamStore struct {
 	lister cache.GenericLister
 	scope  meta.RESTScope
+	empty  bool
 }
 
 var _ informers.GenericInformer = (*ParamStore)(nil)
@@ -41,8 +42,13 @@ func NewParamStore(gvk schema.GroupVersionKind, namespaced bool, objs []*unstruc
 		scope = meta.RESTScopeNamespace
 	}
 	gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}
-	return &ParamStore{lister: sortedLister{cache.NewGenericLister(indexer, gr)}, scope: scope}
+	return &ParamStore{lister: sortedLister{cache.NewGenericLister(indexer, gr)}, scope: scope, empty: len(objs) == 0}
 }
+
+// Empty reports whether the bundle carries no object of the kind: a review
+// for a cluster the function reads takes the kind's params from the
+// cluster instead (ClusterParams).
+func (s *ParamStore) Empty() bool { return s.empty }
 
 // Scope is the RESTScope of the param kind.
 func (s *ParamStore) Scope() meta.RESTScope { return s.scope }

@@ -122,9 +122,9 @@ type memoEntry struct {
 
 // memoKey identifies what a policy's variables read on a validating review
 // besides params: the objects (the versioned attributes upstream's
-// dispatcher keeps for each kind) and the namespace, which the function
-// knows by name only (celNamespace). `request` is the same for every
-// policy of the review (celRequest), and there is no `authorizer`. So every
+// dispatcher keeps for each kind) and the namespace (a policy is given it
+// by name only or whole, always the same way: celNamespace). `request` and
+// `authorizer` are the same for every policy of the review. So every
 // condition set of one policy evaluation, and every binding of the policy
 // that matches with the same params, reads the same values.
 type memoKey struct {

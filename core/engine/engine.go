@@ -250,7 +250,9 @@ func (e *Engine) HasRoute(rt policy.Route) bool {
 // Review evaluates req against the bindings of route. Denials and policy
 // errors are responses; the returned error is only ErrUnknownRoute,
 // ErrInternal, or the context's error when the deadline passed before a
-// decision.
+// decision. A review whose context names a cluster the function reads
+// (cluster.NewContext) reads namespaceObject, the authorizer and the params
+// the bundle does not carry from that cluster.
 func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Request) (*Result, error) {
 	r, ok := e.routes[rt]
 	if !ok {
@@ -267,6 +269,9 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 	if e.deferred != nil {
 		prepare(e.deferred, e.deferred.validators, hooks, func(h validate.Hook) string { return h.Policy.Name })
 	}
+	hooks = useCluster(ctx, attrs, hooks, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ParamKind {
+		return p.Spec.ParamKind
+	})
 	res, err := e.dispatcher.Dispatch(ctx, attrs, hooks)
 	if err != nil {
 		return nil, err
@@ -314,6 +319,9 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 		prepare(e.deferred, e.deferred.mutators, hooks, func(h mutate.Hook) string { return h.Policy.Name })
 		hooks = e.deferred.compiled(hooks)
 	}
+	hooks = useCluster(ctx, attrs, hooks, func(p *admissionregistrationv1.MutatingAdmissionPolicy) *admissionregistrationv1.ParamKind {
+		return p.Spec.ParamKind
+	})
 	// A copy of the object as received, in JSON's types: the dispatcher
 	// may write the final object into the one it was given.
 	original, err := jsonTree(req.Object.Object)

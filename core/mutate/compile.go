@@ -5,7 +5,8 @@
 // dispatcher, which owns matching, params, failurePolicy, the order of
 // mutations and the errors users see. Expressions are evaluated with the
 // validate package's activation, so `request` is built once per review and
-// `authorizer` is never available, exactly as for validating policies.
+// `authorizer` and the whole namespace are read from the review's cluster
+// exactly as for validating policies.
 package mutate
 
 import (
@@ -67,11 +68,24 @@ func CompileWith(compiler celeval.PolicyCompiler, p *admissionregistrationv1.Mut
 			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
 		}
 		// "validate" is what upstream passes here too: it only labels metrics.
-		matcher = matchconditions.NewMatcher(celeval.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		matcher = reviewMatcher{matchconditions.NewMatcher(celeval.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)}
 	}
 
 	// Expressions are compiled as written, untrimmed, as upstream's
 	// dispatcher compiles them: error messages quote them verbatim.
+	var exprs []string
+	for _, v := range p.Spec.Variables {
+		exprs = append(exprs, v.Expression)
+	}
+	for _, m := range p.Spec.Mutations {
+		if m.JSONPatch != nil {
+			exprs = append(exprs, m.JSONPatch.Expression)
+		}
+		if m.ApplyConfiguration != nil {
+			exprs = append(exprs, m.ApplyConfiguration.Expression)
+		}
+	}
+	readsNamespace := celeval.MentionsNamespaceObject(exprs...)
 	patchers := make([]patch.Patcher, 0, len(p.Spec.Mutations))
 	for i, m := range p.Spec.Mutations {
 		fld := spec.Child("mutations").Index(i)
@@ -79,11 +93,11 @@ func CompileWith(compiler celeval.PolicyCompiler, p *admissionregistrationv1.Mut
 		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
 			accessor := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("jsonPatch", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name, jsonPatch: true})
+			patchers = append(patchers, checked{Patcher: patch.NewJSONPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name, jsonPatch: true, readsNamespace: readsNamespace})
 		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
 			accessor := &patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}
 			r := check(compiler.CompileCELExpression(accessor, patchVars, mode), fld.Child("applyConfiguration", "expression"))
-			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name})
+			patchers = append(patchers, checked{Patcher: patch.NewApplyConfigurationPatcher(celeval.NewMutatingEvaluator(variables, r)), policy: p.Name, readsNamespace: readsNamespace})
 		}
 	}
 	return mutating.PolicyEvaluator{Matcher: matcher, Mutators: patchers, CompositedCompiler: composition}, errs

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/scheme"
 	listersv1 "k8s.io/client-go/listers/core/v1"
@@ -63,9 +64,10 @@ func NewDispatcherWith(namespaces listersv1.NamespaceLister) *Dispatcher {
 func newDispatcher(tc *typeConverters, namespaces listersv1.NamespaceLister) *Dispatcher {
 	m := matching.NewMatcher(namespaces, nil)
 	return &Dispatcher{
-		// The dispatcher exposes its authorizer to CEL; admitfn's activation
-		// never resolves `authorizer`, so this one is never asked. It is
-		// there because upstream wraps whatever it is given.
+		// The dispatcher hands its authorizer to matchers and patchers;
+		// admitfn's (reviewMatcher, checked) put the review's in its place,
+		// so this one is never asked. It is there because upstream wraps
+		// whatever it is given.
 		upstream: mutating.NewDispatcher(noAuthorizer{}, m, tc),
 		// An empty scheme: objects arrive in the version the webhook asked
 		// for (no conversion) and are unstructured (no defaulting; the
@@ -107,14 +109,26 @@ func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, ho
 
 // checked wraps one of upstream's patchers. It records failures for the
 // review's log line, and decodes a JSON Patch result as kube-apiserver does
-// (see decodeStrictly).
+// (see decodeStrictly). It gives the patcher what it reads of the review's
+// cluster: its authorizer, and the whole namespace when the policy reads
+// namespaceObject; a namespace that cannot be read fails the mutation, and
+// the policy's failurePolicy decides.
 type checked struct {
 	patch.Patcher
-	policy    string
-	jsonPatch bool
+	policy         string
+	jsonPatch      bool
+	readsNamespace bool
 }
 
 func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runtime.Object, error) {
+	r.OptionalVariables.Authorizer = celeval.ReviewAuthorizer(r.VersionedAttributes)
+	var err error
+	if c.readsNamespace {
+		if r.Namespace, err = celeval.ReviewNamespace(ctx, r.VersionedAttributes, r.Namespace); err != nil {
+			validate.TraceFailure(ctx, c.policy)
+			return nil, err
+		}
+	}
 	obj, err := c.Patcher.Patch(ctx, r, budget)
 	if err == nil && c.jsonPatch {
 		err = decodeStrictly(obj, r.VersionedAttributes.VersionedKind)
@@ -154,6 +168,14 @@ func decodeStrictly(obj runtime.Object, gvk schema.GroupVersionKind) error {
 		return k8serrors.NewInternalError(err)
 	}
 	return nil
+}
+
+// reviewMatcher evaluates a policy's matchConditions with the review's
+// authorizer (celeval.ReviewAuthorizer), not the dispatcher's.
+type reviewMatcher struct{ matchconditions.Matcher }
+
+func (m reviewMatcher) Match(ctx context.Context, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, _ authorizer.UnconditionalAuthorizer) matchconditions.MatchResult {
+	return m.Matcher.Match(ctx, versionedAttr, versionedParams, celeval.ReviewAuthorizer(versionedAttr))
 }
 
 // noAuthorizer has no opinion and says why.

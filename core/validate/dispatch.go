@@ -30,7 +30,7 @@ type Hook = validating.PolicyHook
 // paramKind. The policy is wrapped so the review's Trace learns which
 // policies failed.
 func NewHook(p *admissionregistrationv1.ValidatingAdmissionPolicy, bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding, v validating.Validator, params *celeval.ParamStore) Hook {
-	h := Hook{Policy: p, Bindings: bindings, Evaluator: tracingValidator{Validator: v, policy: p.Name}}
+	h := Hook{Policy: p, Bindings: bindings, Evaluator: tracingValidator{Validator: v, policy: p.Name, failurePolicy: p.Spec.FailurePolicy, readsNamespace: readsNamespace(p)}}
 	if params != nil {
 		h.ParamInformer = params
 		h.ParamScope = params.Scope()
@@ -162,13 +162,34 @@ func (t *Trace) Failed() []string { return t.failed }
 // tracingValidator notes which policies produced a failed validation or an
 // error, so a review's log line can name them without logging messages
 // (which may quote object contents), and gives a Report each decision.
+//
+// It also gives the policy what it reads of the review's cluster, when the
+// function reads it: the review's authorizer (never the dispatcher's, which
+// has none), and the whole namespace to a policy that reads
+// namespaceObject. A namespace that cannot be read fails the policy, and
+// its failurePolicy decides, as for any error of its own.
 type tracingValidator struct {
 	validating.Validator
-	policy string
+	policy         string
+	failurePolicy  *admissionregistrationv1.FailurePolicyType
+	readsNamespace bool
 }
 
-func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.GroupVersionResource, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, namespace *corev1.Namespace, runtimeCELCostBudget int64, authz authorizer.UnconditionalAuthorizer) validating.ValidateResult {
-	res := v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, authz)
+func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.GroupVersionResource, versionedAttr *admission.VersionedAttributes, versionedParams runtime.Object, namespace *corev1.Namespace, runtimeCELCostBudget int64, _ authorizer.UnconditionalAuthorizer) validating.ValidateResult {
+	var res validating.ValidateResult
+	var err error
+	if v.readsNamespace {
+		namespace, err = celeval.ReviewNamespace(ctx, versionedAttr, namespace)
+	}
+	if err != nil {
+		action := validating.ActionDeny
+		if v.failurePolicy != nil && *v.failurePolicy == admissionregistrationv1.Ignore {
+			action = validating.ActionAdmit
+		}
+		res = validating.ValidateResult{Decisions: []validating.PolicyDecision{{Action: action, Evaluation: validating.EvalError, Message: err.Error()}}}
+	} else {
+		res = v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, celeval.ReviewAuthorizer(versionedAttr))
+	}
 	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
 		binding := ""
 		if a, ok := versionedAttr.Attributes.(*celeval.Attributes); ok {
@@ -236,4 +257,22 @@ func (r *Report) add(policy, binding string, decisions []validating.PolicyDecisi
 	for i, d := range decisions {
 		r.Evaluations = append(r.Evaluations, Evaluation{Policy: policy, Binding: binding, Index: i, Evaluation: d.Evaluation, Action: d.Action, Message: d.Message})
 	}
+}
+
+// readsNamespace reports whether an expression of p that is given the
+// namespace may read namespaceObject (upstream's match conditions are not
+// given it). A mention in a string literal counts too: it costs a read, never
+// a wrong answer.
+func readsNamespace(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
+	var exprs []string
+	for _, v := range p.Spec.Variables {
+		exprs = append(exprs, v.Expression)
+	}
+	for _, v := range p.Spec.Validations {
+		exprs = append(exprs, v.Expression, v.MessageExpression)
+	}
+	for _, a := range p.Spec.AuditAnnotations {
+		exprs = append(exprs, a.ValueExpression)
+	}
+	return celeval.MentionsNamespaceObject(exprs...)
 }
