@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/admitfn/admitfn/adapters/metrics"
+	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
@@ -76,8 +77,9 @@ type Readiness interface {
 	Ready() (ok bool, detail string)
 }
 
-// Handler serves POST /validate[/<group>] and /mutate[/<group>], GET /healthz
-// and GET /readyz.
+// Handler serves POST /validate[/<group>] and /mutate[/<group>] (each also
+// under /clusters/<name> for a cluster it serves), GET /healthz and GET
+// /readyz.
 type Handler struct {
 	engine         Engine
 	log            zerolog.Logger
@@ -93,6 +95,8 @@ type Handler struct {
 	bodies   sync.Pool
 	limits   Limits
 	inFlight inFlight
+	// clusters are the clusters served (WithClusters).
+	clusters map[string]cluster.Reader
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -148,6 +152,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.logger(r).Debug().Str("method", r.Method).Int("status", http.StatusNotFound).Msg("request without a valid path token")
 		return
 	}
+	clusterName, path, ok := h.clusterOf(path)
+	if !ok {
+		h.rejected.Add(1)
+		h.metrics.Rejected(r.Context())
+		// The same answer as any unknown path: the caller's cluster name
+		// becomes no label, no log field, no read.
+		WriteStatus(w, http.StatusNotFound, "not found")
+		h.logger(r).Debug().Str("method", r.Method).Int("status", http.StatusNotFound).Msg("request for a cluster this function does not serve")
+		return
+	}
 	route, ok := policy.ParseRoute(path)
 	if !ok {
 		WriteStatus(w, http.StatusNotFound, fmt.Sprintf("no route %q: reviews are served on %s[/<group>] and %s[/<group>]", path, policy.ValidatePathPrefix, policy.MutatePathPrefix))
@@ -163,9 +177,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w, start: time.Now()}
-	res := h.review(sw, r, route)
+	var reader *countingReader
+	if c := h.clusters[clusterName]; c != nil {
+		reader = &countingReader{Reader: c}
+	}
+	res := h.review(sw, r, route, clusterName, reader)
 	m := reviewMetrics(h.routeLabel(route), res, sw.status(), h.engine.BundleID(), time.Since(sw.start))
 	m.RouteState = string(h.routeState(route))
+	m.Cluster = clusterName
+	if reader != nil {
+		m.ClusterReadErrors = int(reader.errors.Load())
+	}
 	h.metrics.Review(r.Context(), m)
 }
 
@@ -295,10 +317,13 @@ func (h *Handler) logger(r *http.Request) *zerolog.Logger {
 
 // review answers a review request. Its log lines name the route as
 // metrics do: never the path the caller sent.
-func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route) (result *engine.Result) {
+func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Route, clusterName string, reader *countingReader) (result *engine.Result) {
 	start := time.Now()
 	log := h.logger(r)
 	logLine := func(e *zerolog.Event) *zerolog.Event {
+		if clusterName != "" {
+			e = e.Str("cluster", clusterName)
+		}
 		return e.Str("route", h.routeLabel(route)).Str("bundle", h.engine.BundleID()).Float64("latency_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 	// reject answers code with a Status saying message and returns its log
@@ -318,6 +343,9 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		return
 	}
 	defer cancel()
+	if reader != nil {
+		ctx = cluster.NewContext(ctx, reader)
+	}
 
 	tooLarge := func() {
 		reject(logLine(log.Warn()), http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)).Msg("rejected review request")
@@ -431,6 +459,11 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		// Answered with the bundle that had the route: the cluster's
 		// webhook configuration predates the bundle serving.
 		line = line.Str("route_state", string(engine.RouteRetired))
+	}
+	if reader != nil {
+		if n := reader.errors.Load(); n > 0 {
+			line = line.Int32("cluster_read_errors", n)
+		}
 	}
 	line.Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).

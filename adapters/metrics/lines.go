@@ -13,7 +13,8 @@ import (
 // the platform's logger (the request's, when the context carries one, so
 // Lambda lines keep their requestId). In EMF mode the line carries the
 // `_aws` directive, and CloudWatch turns it into metrics (namespace
-// admitfn, dimensions route and decision); otherwise the fields serve
+// admitfn, dimensions route and decision, and cluster and decision on a
+// cluster's URL); otherwise the fields serve
 // log-based metrics (Cloud Logging). Counters are written as increments
 // since the previous line, as both systems sum them.
 type Lines struct {
@@ -74,6 +75,12 @@ func (l *Lines) Review(ctx context.Context, r Review) {
 		e = e.Str("route_state", r.RouteState).Int(StaleRouteReviewsTotal, 1)
 		measures = append(measures, emfMeasure{StaleRouteReviewsTotal, "Count"})
 	}
+	dimensions := [][]string{{"route", "decision"}}
+	if r.Cluster != "" {
+		e = e.Str("cluster", r.Cluster).Int(ClusterReviewsTotal, 1).Int(ClusterReadErrorsTotal, r.ClusterReadErrors)
+		measures = append(measures, emfMeasure{ClusterReviewsTotal, "Count"}, emfMeasure{ClusterReadErrorsTotal, "Count"})
+		dimensions = append(dimensions, []string{"cluster", "decision"})
+	}
 	if l.bundle != nil {
 		b := l.bundle()
 		e = e.Float64(BundleAgeSeconds, b.Age.Seconds()).Int64(BundleLoadErrorsTotal, b.LoadErrors-l.loadErrors).Int64(BundleRefusedTotal, b.Refused-l.refused)
@@ -86,7 +93,7 @@ func (l *Lines) Review(ctx context.Context, r Review) {
 	if l.emf {
 		d, _ := json.Marshal(emfDirective{ // plain structs: cannot fail
 			Timestamp:         l.now().UnixMilli(),
-			CloudWatchMetrics: []emfMetric{{Namespace: "admitfn", Dimensions: [][]string{{"route", "decision"}}, Metrics: measures}},
+			CloudWatchMetrics: []emfMetric{{Namespace: "admitfn", Dimensions: dimensions, Metrics: measures}},
 		})
 		e = e.RawJSON("_aws", d)
 	}

@@ -21,6 +21,12 @@ const (
 	// does not have, by RouteState: a webhook configuration older (or
 	// newer) than the bundle.
 	StaleRouteReviewsTotal = "admitfn_stale_route_reviews_total"
+	// ClusterReviewsTotal counts reviews on a cluster's URL, by cluster
+	// and decision; ClusterReadErrorsTotal, the reads of a cluster that a
+	// review got an error for (unreachable, slow, refused credentials, too
+	// many in flight), each of which failed a policy.
+	ClusterReviewsTotal    = "admitfn_cluster_reviews_total"
+	ClusterReadErrorsTotal = "admitfn_cluster_read_errors_total"
 )
 
 // Decisions of a review.
@@ -51,6 +57,11 @@ type Review struct {
 	// (an earlier bundle's, answered with it during its transition),
 	// "ended" (retired, transition over) or "unknown".
 	RouteState string
+	// Cluster is the cluster named by the URL, one of the deployment's;
+	// "" for a URL without one. ClusterReadErrors counts the review's
+	// reads of it that failed.
+	Cluster           string
+	ClusterReadErrors int
 }
 
 // Recorder receives reviews and rejected requests.

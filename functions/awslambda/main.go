@@ -32,6 +32,8 @@ import (
 	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/s3store"
+	"github.com/admitfn/admitfn/functions/cluster"
+	"github.com/admitfn/admitfn/functions/cluster/eksauth"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
@@ -88,6 +90,11 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 			log.Info().Int("gomaxprocs", procs).Msg("invocations run on one P: the function has less than one vCPU")
 		}
 	}
+	// EKS tokens only, for the reason above.
+	clusters, err := startup.Clusters(getenv("ADMITFN_CLUSTERS"), cluster.Authenticators{EKS: eksauth.Tokens}, log)
+	if err != nil {
+		return nil, initError(api, "Runtime.ConfigError", err)
+	}
 	rl, err := startup.Start(context.Background(), cfg, log)
 	if err != nil {
 		errorType := "Runtime.BundleError"
@@ -100,7 +107,7 @@ func initialize(getenv func(string) string, stdout io.Writer) (*awslambda.Handle
 	startup.Ready(log.Info(), cfg, rl).Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// One CloudWatch Embedded Metric Format line per review.
 	rec := metrics.NewEMF(log, startup.Metrics(rl))
-	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log), nil
+	return awslambda.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes)), httpadapter.WithClusters(clusters)), log), nil
 }
 
 // newLogger writes the JSON lines CloudWatch's JSON log format reads:

@@ -184,7 +184,7 @@ func (c Config) Names() []string {
 
 // restConfig is how client-go reaches the cluster: never with anything
 // but what the configuration names.
-func (c Cluster) restConfig() (*rest.Config, error) {
+func (c Cluster) restConfig(auth Authenticators) (*rest.Config, error) {
 	s := c.withDefaults()
 	var cfg *rest.Config
 	if c.Kubeconfig != "" {
@@ -212,25 +212,31 @@ func (c Cluster) restConfig() (*rest.Config, error) {
 			}
 			cfg.BearerTokenFile = c.TokenFile
 		case c.EKS != nil:
-			cfg.WrapTransport = eksTransport(*c.EKS)
+			if auth.EKS == nil {
+				return nil, errors.New("eks: this function does not make EKS tokens; use a kubeconfig or tokenFile")
+			}
+			cfg.WrapTransport = Bearer(auth.EKS(*c.EKS))
 		case c.GKE != nil:
-			cfg.WrapTransport = gkeTransport()
+			if auth.GKE == nil {
+				return nil, errors.New("gke: this function does not make GKE tokens; use a kubeconfig or tokenFile")
+			}
+			cfg.WrapTransport = Bearer(auth.GKE(*c.GKE))
 		}
 	}
 	cfg.Timeout = s.ReadTimeout.Duration
 	return cfg, nil
 }
 
-// Open builds a reader for every cluster with access; the others map to
-// nil.
-func Open(c Config) (map[string]*Reader, error) {
+// Open builds a reader for every cluster with access, with the
+// authenticators the entry point links; the others map to nil.
+func Open(c Config, auth Authenticators) (map[string]*Reader, error) {
 	out := map[string]*Reader{}
 	for _, cl := range c.Clusters {
 		if !cl.HasAccess() {
 			out[cl.Name] = nil
 			continue
 		}
-		cfg, err := cl.restConfig()
+		cfg, err := cl.restConfig(auth)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", cl.Name, err)
 		}

@@ -26,6 +26,8 @@ import (
 	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/gcsstore"
+	"github.com/admitfn/admitfn/functions/cluster"
+	"github.com/admitfn/admitfn/functions/cluster/gkeauth"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
@@ -69,6 +71,11 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	limit := startup.MemoryLimit(getenv, log, memlimit.Cgroup())
 	cfg.InitTimeout = 10 * time.Second
 	cfg.MemoryLimit = limit
+	// GKE tokens only, for the reason above.
+	clusters, err := startup.Clusters(getenv("ADMITFN_CLUSTERS"), cluster.Authenticators{GKE: gkeauth.Tokens}, log)
+	if err != nil {
+		return nil, err
+	}
 	rl, err := startup.Start(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
@@ -76,7 +83,7 @@ func newHandler(getenv func(string) string, stdout io.Writer) (*gcf.Handler, err
 	startup.Ready(log.Info(), cfg, rl).Float64("init_ms", float64(time.Since(start).Microseconds())/1000).Msg("ready")
 	// Metric fields in a log line per review, for log-based metrics.
 	rec := metrics.NewLogFields(log, startup.Metrics(rl))
-	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes))), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
+	return gcf.New(httpadapter.New(rl, log, httpadapter.WithPathTokens(tokens...), httpadapter.WithMetrics(rec), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes)), httpadapter.WithClusters(clusters)), log, getenv("GOOGLE_CLOUD_PROJECT")), nil
 }
 
 // defaultPolicies is the policies/ directory of the uploaded source: Cloud

@@ -27,6 +27,9 @@ import (
 	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
+	"github.com/admitfn/admitfn/functions/cluster"
+	"github.com/admitfn/admitfn/functions/cluster/eksauth"
+	"github.com/admitfn/admitfn/functions/cluster/gkeauth"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
@@ -58,6 +61,7 @@ type config struct {
 	bundle                          startup.Config
 	tokens                          []string
 	tokensFile, basicFile, clientCA string
+	clusters                        string
 }
 
 // errVersion: -version was given; main prints the version instead of serving.
@@ -90,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: reviews and /metrics need a client certificate signed by it, probes do not (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most, and no more than the file-descriptor limit leaves (an eighth of it, at least 32, is kept for the rest); at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
+	fs.StringVar(&c.clusters, "clusters", env("ADMITFN_CLUSTERS", ""), "clusters served, each on /clusters/<name>/validate…: names, comma-separated, or the path of a YAML file (or a YAML or JSON document) that also says how to read each one; see docs/cluster.md (ADMITFN_CLUSTERS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
 	exactCost, exactCostErr := startup.ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
 	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation with cel-go's tracker, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
@@ -173,6 +178,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	opts, tlsConfig, err := access(cfg)
 	if err != nil {
 		return err
+	}
+	clusters, err := startup.Clusters(cfg.clusters, cluster.Authenticators{EKS: eksauth.Tokens, GKE: gkeauth.Tokens}, log)
+	if err != nil {
+		return err
+	}
+	if clusters != nil {
+		opts = append(opts, httpadapter.WithClusters(clusters))
 	}
 	rec := prommetrics.New(startup.Metrics(rl))
 	opts = append(opts, httpadapter.WithMetrics(rec), httpadapter.WithMetricsHandler(rec.Handler()), httpadapter.WithLimits(httpadapter.LimitsFor(limit.Bytes)))

@@ -21,6 +21,8 @@ type Recorder struct {
 	duration *prometheus.HistogramVec
 	rejected prometheus.Counter
 	stale    *prometheus.CounterVec
+	clusters *prometheus.CounterVec
+	readErrs *prometheus.CounterVec
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
@@ -39,8 +41,12 @@ func New(bundle metrics.BundleStatus) *Recorder {
 			Help: "Requests refused before review: no valid path token or credentials."}),
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.StaleRouteReviewsTotal,
 			Help: "Reviews on routes the serving bundle does not have, by state: retired (answered with the earlier bundle that had it), ended (retired, transition over: 404) or unknown (404)."}, []string{"state"}),
+		clusters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.ClusterReviewsTotal,
+			Help: "Reviews on a cluster's URL, by cluster and decision."}, []string{"cluster", "decision"}),
+		readErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.ClusterReadErrorsTotal,
+			Help: "Reads of a cluster that failed a policy: unreachable, slow, refused credentials or too many in flight."}, []string{"cluster"}),
 	}
-	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale,
+	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale, r.clusters, r.readErrs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if bundle != nil {
 		r.registry.MustRegister(
@@ -63,6 +69,12 @@ func (r *Recorder) Review(_ context.Context, rv metrics.Review) {
 	r.duration.WithLabelValues(rv.Route, rv.Decision).Observe(float64(rv.Latency.Microseconds()) / 1000)
 	if rv.RouteState != "" {
 		r.stale.WithLabelValues(rv.RouteState).Inc()
+	}
+	if rv.Cluster != "" {
+		r.clusters.WithLabelValues(rv.Cluster, rv.Decision).Inc()
+		if rv.ClusterReadErrors > 0 {
+			r.readErrs.WithLabelValues(rv.Cluster).Add(float64(rv.ClusterReadErrors))
+		}
 	}
 }
 

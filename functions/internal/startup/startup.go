@@ -22,6 +22,7 @@ import (
 
 	"github.com/admitfn/admitfn/adapters/metrics"
 	"github.com/admitfn/admitfn/core/celeval"
+	corecluster "github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
@@ -29,6 +30,7 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle"
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
+	"github.com/admitfn/admitfn/functions/cluster"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
 
@@ -344,4 +346,34 @@ func Metrics(r *reload.Reloader) metrics.BundleStatus {
 		s := r.Status()
 		return metrics.Bundle{Age: s.Age, LoadErrors: s.LoadErrors, Refused: s.Refused}
 	}
+}
+
+// Clusters opens the clusters v (ADMITFN_CLUSTERS) names, with the
+// authenticators the entry point links, for httpadapter.WithClusters: nil
+// when it names none.
+func Clusters(v string, auth cluster.Authenticators, log zerolog.Logger) (map[string]corecluster.Reader, error) {
+	c, err := cluster.ParseConfig(v, os.ReadFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ADMITFN_CLUSTERS: %w", ErrConfig, err)
+	}
+	if len(c.Clusters) == 0 {
+		return nil, nil
+	}
+	readers, err := cluster.Open(c, auth)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ADMITFN_CLUSTERS: %w", ErrConfig, err)
+	}
+	out := make(map[string]corecluster.Reader, len(readers))
+	var read []string
+	for name, r := range readers {
+		if r == nil {
+			out[name] = nil
+			continue
+		}
+		out[name] = r
+		read = append(read, name)
+	}
+	slices.Sort(read)
+	log.Info().Strs("clusters", c.Names()).Strs("clusters_read", read).Msg("serving clusters")
+	return out, nil
 }
