@@ -16,9 +16,6 @@ import (
 	"github.com/admitfn/admitfn/core/cluster"
 )
 
-// ClusterPathPrefix starts a cluster's URLs: /clusters/<name>/validate/<id>.
-const ClusterPathPrefix = "/clusters/"
-
 // WithClusters serves the clusters named: each one's URLs carry its name,
 // and a review on them reads the cluster through its Reader (nil for a
 // cluster the function is given no access to). A path naming any other
@@ -31,7 +28,7 @@ func WithClusters(clusters map[string]cluster.Reader) Option {
 // route's path. ok is false for a cluster the handler does not serve; a
 // path without a cluster is returned as it is, name "".
 func (h *Handler) clusterOf(path string) (name, rest string, ok bool) {
-	after, isCluster := strings.CutPrefix(path, ClusterPathPrefix)
+	after, isCluster := strings.CutPrefix(path, cluster.PathPrefix)
 	if !isCluster {
 		return "", path, true
 	}

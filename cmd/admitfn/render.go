@@ -18,9 +18,9 @@ import (
 
 func (c *cli) renderCmd() *cobra.Command {
 	var (
-		policies, url, caFile, name, output string
-		timeout                             int
-		includeKubeSystem                   bool
+		policies, url, caFile, name, output, clusterName string
+		timeout                                          int
+		includeKubeSystem                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "render -p BUNDLE --url https://HOST[:PORT][/prefix]",
@@ -33,13 +33,14 @@ when the bundle has such bindings). Each holds one webhook per policy group
 own route. YAML output is one document per configuration; JSON output is a v1
 List of them. Apply either with kubectl apply -f -.`,
 		Example: `  admitfn render -p policies/ --url https://fn.example.com/TOKEN | kubectl apply -f -
+  admitfn render -p policies/ --url https://fn.example.com/TOKEN --cluster prod-eu | kubectl apply -f -
   admitfn render -p policies/ --url https://10.0.0.5:8443 --ca-bundle ca.pem -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output, "yaml", "json"); err != nil {
 				return err
 			}
-			return c.render(policies, output, render.Options{Name: name, URL: url, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem}, caFile)
+			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem}, caFile)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -47,6 +48,7 @@ List of them. Apply either with kubectl apply -f -.`,
 	f.StringVar(&url, "url", "", "base URL of the function, https://HOST[:PORT][/prefix] (required)")
 	f.StringVar(&caFile, "ca-bundle", "", "PEM file of the CA that signed the function's certificate (omit for publicly trusted certificates)")
 	f.StringVar(&name, "name", "admitfn", "name of the webhook configurations")
+	f.StringVar(&clusterName, "cluster", "", "the cluster these configurations are for, one of the function's ADMITFN_CLUSTERS: its URLs carry the name, and the function answers them from that cluster")
 	f.IntVar(&timeout, "timeout", render.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
 	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
 	outputFlag(cmd, &output, "yaml", "json")

@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,3 +57,14 @@ func FromContext(ctx context.Context) Reader {
 	r, _ := ctx.Value(contextKey{}).(Reader)
 	return r
 }
+
+// PathPrefix starts a cluster's webhook URLs:
+// <function>/clusters/<name>/validate/<group>.
+const PathPrefix = "/clusters/"
+
+// namePattern is a DNS label: a cluster's name is one path segment.
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// ValidName reports whether name can name a cluster: a DNS label (a-z, 0-9
+// and -, at most 63).
+func ValidName(name string) bool { return namePattern.MatchString(name) }

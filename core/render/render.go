@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/policy"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	Name string
 	// URL is the function's base URL: https://host[:port][/prefix].
 	URL string
+	// Cluster, when set, is the cluster the configuration is for: its URLs
+	// carry the name (<URL>/clusters/<name>/validate…), so one function can
+	// serve several clusters, each answered from its own.
+	Cluster string
 	// CABundle is the PEM CA kube-apiserver should trust for URL; empty to
 	// use the apiserver's system roots (managed functions have public
 	// certificates).
@@ -56,6 +61,12 @@ func webhooks(groups []*policy.Group, t policy.Type, opts Options) (metav1.Objec
 	base, err := baseURL(opts.URL)
 	if err != nil {
 		return metav1.ObjectMeta{}, nil, err
+	}
+	if opts.Cluster != "" {
+		if !cluster.ValidName(opts.Cluster) {
+			return metav1.ObjectMeta{}, nil, fmt.Errorf("cluster %q: want a DNS label (a-z, 0-9 and -, at most 63)", opts.Cluster)
+		}
+		base += cluster.PathPrefix + opts.Cluster
 	}
 	timeout := opts.TimeoutSeconds
 	if timeout == 0 {

@@ -73,6 +73,31 @@ func TestValidating(t *testing.T) {
 	}
 }
 
+// A cluster's configuration calls the function on the cluster's URLs;
+// nothing else changes.
+func TestClusterURLs(t *testing.T) {
+	plain, err := Validating(groups(), Options{URL: "https://fn.example.com/TOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Validating(groups(), Options{URL: "https://fn.example.com/TOKEN", Cluster: "prod-eu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i, w := range cfg.Webhooks {
+		urls = append(urls, *w.ClientConfig.URL)
+		w.ClientConfig.URL = plain.Webhooks[i].ClientConfig.URL
+		if !reflect.DeepEqual(w, plain.Webhooks[i]) {
+			t.Errorf("webhook %d differs beyond its URL:\n%+v\n%+v", i, w, plain.Webhooks[i])
+		}
+	}
+	want := []string{"https://fn.example.com/TOKEN/clusters/prod-eu/validate", "https://fn.example.com/TOKEN/clusters/prod-eu/validate/abc123"}
+	if !reflect.DeepEqual(urls, want) {
+		t.Errorf("URLs %q\nwant %q", urls, want)
+	}
+}
+
 func TestValidatingRejectsBadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		opts Options
@@ -85,6 +110,7 @@ func TestValidatingRejectsBadOptions(t *testing.T) {
 		{Options{URL: "https://fn.example.com/?token=1"}, `invalid URL "https://fn.example.com/?token=1": query and fragment are not allowed`},
 		{Options{URL: "https://fn.example.com", TimeoutSeconds: 31}, "timeout 31s out of range: kube-apiserver accepts 1 to 30 seconds"},
 		{Options{URL: "https://fn.example.com", TimeoutSeconds: -1}, "timeout -1s out of range: kube-apiserver accepts 1 to 30 seconds"},
+		{Options{URL: "https://fn.example.com", Cluster: "Prod/EU"}, `cluster "Prod/EU": want a DNS label (a-z, 0-9 and -, at most 63)`},
 	} {
 		_, err := Validating(groups(), tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

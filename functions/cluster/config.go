@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	corecluster "github.com/admitfn/admitfn/core/cluster"
 )
 
 // Defaults of a cluster's settings.
@@ -92,12 +93,6 @@ func (c Cluster) withDefaults() Cluster {
 	return c
 }
 
-// namePattern is a DNS label: a cluster's name is one path segment.
-var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
-// ValidName reports whether name can name a cluster.
-func ValidName(name string) bool { return namePattern.MatchString(name) }
-
 // ParseConfig reads ADMITFN_CLUSTERS: a comma-separated list of names (the
 // clusters served, none read), a YAML or JSON document (`clusters:` …) or
 // the path of a file holding one. "" is no clusters: the function serves
@@ -136,7 +131,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for i, cl := range c.Clusters {
 		at := fmt.Sprintf("clusters[%d]", i)
-		if !ValidName(cl.Name) {
+		if !corecluster.ValidName(cl.Name) {
 			errs = append(errs, fmt.Errorf("%s: name %q: want a DNS label (a-z, 0-9 and -, at most 63)", at, clip(cl.Name, 70)))
 			continue
 		}
