@@ -35,6 +35,7 @@ func (c *cli) lintCmd() *cobra.Command {
 	var (
 		bundles []string
 		output  string
+		opts    lint.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [BUNDLE...]",
@@ -51,7 +52,13 @@ and every object checked as kube-apiserver checks it on create, then:
     function has none), namespaceObject fields other than metadata.name (the
     function is not sent the namespace), rules whose wildcards or custom
     resources leave expressions unchecked, calls that can build values many
-    times their input, and bindings that make more than %d webhook groups.
+    times their input, and bindings that make more than %d webhook groups;
+  - says where param kinds come from when that may surprise: without
+    cluster access, a kind the bundle carries nothing of has no params;
+    with it (--cluster-access: the function reads the clusters it serves,
+    see docs/cluster.md), a kind the bundle carries is served from the
+    bundle, never the cluster, and the authorizer and namespaceObject
+    warnings are not made.
 
 -o json prints the findings as JSON, -o sarif as a SARIF 2.1.0 log that code
 scanning (GitHub, GitLab) shows beside the lines. Exits 1 when a bundle does
@@ -72,19 +79,20 @@ not load or has errors; warnings alone exit 0.`, lint.MaxGroups),
 			if i := slices.Index(paths, "-"); i >= 0 && slices.Contains(paths[i+1:], "-") {
 				return usagef("standard input (-) can be read only once")
 			}
-			return c.lint(paths, output)
+			return c.lint(paths, output, opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.ClusterAccess, "cluster-access", false, "lint for a deployment that reads the clusters it serves (ADMITFN_CLUSTERS with access)")
 	cmd.Flags().StringArrayVarP(&bundles, "policies", "p", nil, policiesUsage+" (repeatable; also taken as arguments)")
 	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
 	outputFlag(cmd, &output, "text", "json", "sarif")
 	return cmd
 }
 
-func (c *cli) lint(paths []string, output string) error {
+func (c *cli) lint(paths []string, output string, opts lint.Options) error {
 	var findings []finding
 	for _, path := range paths {
-		findings = append(findings, c.lintBundle(path)...)
+		findings = append(findings, c.lintBundle(path, opts)...)
 	}
 	errorCount, warnings := 0, 0
 	for _, f := range findings {
@@ -136,7 +144,7 @@ func (c *cli) lint(paths []string, output string) error {
 
 // lintBundle loads and lints the bundle at path; a bundle that does not
 // load gives one finding per problem.
-func (c *cli) lintBundle(path string) []finding {
+func (c *cli) lintBundle(path string, opts lint.Options) []finding {
 	name := bundleName(path)
 	_, b, sources, err := c.loadBundle(path)
 	if err != nil {
@@ -162,7 +170,7 @@ func (c *cli) lintBundle(path string) []finding {
 		}
 	}
 	var out []finding
-	for _, f := range lint.Set(b) {
+	for _, f := range lint.SetWith(b, opts) {
 		fd := finding{Bundle: name, Rule: f.Rule, Severity: string(f.Severity), Object: f.Object, Field: f.Field, Message: f.Message}
 		if f.Origin.File != "" {
 			fd.File, fd.Document = f.Origin.File, f.Origin.Document

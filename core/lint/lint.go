@@ -43,6 +43,7 @@ var Rules = []Rule{
 	{NamespaceObject, Warning, "An expression reads namespaceObject beyond metadata.name, which a function is not sent."},
 	{UncheckedRule, Warning, "A rule matches kinds whose schemas are unknown here (wildcards, custom resources), so its expressions are not type-checked."},
 	{WebhookGroups, Warning, "The bindings make many webhook groups, each a call of its own."},
+	{ParamSource, Warning, "A param kind's objects come from somewhere else than one may think: the bundle, or the cluster."},
 }
 
 // The rule IDs.
@@ -53,6 +54,7 @@ const (
 	NamespaceObject = "namespace-object"
 	UncheckedRule   = "unchecked-rule"
 	WebhookGroups   = "webhook-groups"
+	ParamSource     = "param-source"
 )
 
 func severity(rule string) Severity {
@@ -89,8 +91,21 @@ func (f Finding) String() string {
 // each group is a webhook kube-apiserver calls on its own.
 const MaxGroups = 4
 
-// Set lints the parsed bundle b.
-func Set(b *policy.Set) []Finding {
+// Options say what the deployment the bundle is for can do.
+type Options struct {
+	// ClusterAccess: the function reads the clusters it serves
+	// (docs/cluster.md): namespaceObject is whole, the authorizer is
+	// there, and param kinds the bundle carries no object of are read from
+	// the cluster.
+	ClusterAccess bool
+}
+
+// Set lints the parsed bundle b for a deployment without cluster access.
+func Set(b *policy.Set) []Finding { return SetWith(b, Options{}) }
+
+// SetWith lints the parsed bundle b for a deployment that can do what opts
+// say.
+func SetWith(b *policy.Set, opts Options) []Finding {
 	mapper := restMapper(scheme.Scheme)
 	tc := &validating.TypeChecker{SchemaResolver: &builtins{scheme: scheme.Scheme, cache: map[schema.GroupVersionKind]*spec.Schema{}}, RestMapper: mapper}
 	var out []Finding
@@ -103,7 +118,7 @@ func Set(b *policy.Set) []Finding {
 		}
 		checkRules(p.Spec.MatchConstraints, mapper, at)
 		for _, e := range validatingExpressions(p) {
-			checkExpression(e.field, e.expression, at)
+			checkExpression(e.field, e.expression, opts, at)
 		}
 	}
 	for _, p := range b.MutatingPolicies {
@@ -111,9 +126,10 @@ func Set(b *policy.Set) []Finding {
 			out = append(out, Finding{rule, severity(rule), b.Origin("MutatingAdmissionPolicy", p.Name), "MutatingAdmissionPolicy " + p.Name, field, msg})
 		}
 		for _, e := range mutatingExpressions(p) {
-			checkExpression(e.field, e.expression, at)
+			checkExpression(e.field, e.expression, opts, at)
 		}
 	}
+	out = append(out, paramSources(b, opts)...)
 	if n := len(b.Groups()) + len(b.MutatingGroups()); n > MaxGroups {
 		out = append(out, Finding{Rule: WebhookGroups, Severity: Warning, Object: "bundle", Message: fmt.Sprintf(
 			"the bindings' selectors, failure policies and reinvocation policies make %d webhook groups: kube-apiserver calls the function once per matching group; bindings that share selectors share a group", n)})
@@ -171,8 +187,11 @@ var (
 
 // checkExpression warns about variables that a function has only in part,
 // and about calls that can build far more than they are given.
-func checkExpression(field, expr string, at func(rule, field, msg string)) {
+func checkExpression(field, expr string, opts Options, at func(rule, field, msg string)) {
 	checkAmplification(field, expr, at)
+	if opts.ClusterAccess {
+		return
+	}
 	if authorizerRef.MatchString(expr) {
 		at(NoAuthorizer, field, "admitfn has no authorizer (kube-apiserver authorizes, the function cannot): every authorizer check fails, and the failure policy decides")
 	}
@@ -220,4 +239,36 @@ func wild(values []string) bool {
 		}
 	}
 	return false
+}
+
+// paramSources says, for each param kind the bindings use, where a
+// deployment finds its objects when that may surprise: with cluster
+// access, the bundle's objects of a kind win over the cluster's; without
+// it, a kind the bundle carries nothing of has no params at all.
+func paramSources(b *policy.Set, opts Options) []Finding {
+	counts := map[schema.GroupVersionKind]int{}
+	for _, o := range b.Params {
+		counts[o.GroupVersionKind()]++
+	}
+	var out []Finding
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, pk := range b.ParamKinds() {
+		gvk := schema.FromAPIVersionAndKind(pk.APIVersion, pk.Kind)
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		n := counts[gvk]
+		var msg string
+		switch {
+		case opts.ClusterAccess && n > 0:
+			msg = fmt.Sprintf("paramKind %s: the bundle carries %d object(s) of it, so its params are the bundle's, never the cluster's (what was reviewed wins); leave them out to read the cluster's", gvk.Kind, n)
+		case !opts.ClusterAccess && n == 0:
+			msg = fmt.Sprintf("paramKind %s: the bundle carries no object of it, so bindings that use it find no params (their parameterNotFoundAction decides) unless the function reads the cluster (docs/cluster.md; lint --cluster-access)", gvk.Kind)
+		default:
+			continue
+		}
+		out = append(out, Finding{Rule: ParamSource, Severity: Warning, Object: "bundle", Field: "", Message: msg})
+	}
+	return out
 }
