@@ -490,6 +490,8 @@ func TestInitErrors(t *testing.T) {
 		{"short path token", "ADMITFN_TOKENS=abc", "Runtime.ConfigError", "ADMITFN_TOKENS: path token 1: want at least 22 characters"},
 		{"gcs on lambda", "ADMITFN_POLICIES=gs://b/p", "Runtime.ConfigError", "configuration error: gs://b/p: storage backend not built in: this function reads s3:// and directories"},
 		{"unknown scheme", "ADMITFN_POLICIES=https://b/p", "Runtime.ConfigError", `configuration error: policy location "https://b/p": unsupported scheme "https"`},
+		{"bad cluster name", "ADMITFN_CLUSTERS=prod,Prod", "Runtime.ConfigError", `configuration error: ADMITFN_CLUSTERS: clusters[1]: name "Prod": want a DNS label (a-z, 0-9 and -, at most 63)`},
+		{"gke on lambda", `ADMITFN_CLUSTERS={"clusters":[{"name":"gke","server":"https://10.0.0.1","gke":{}}]}`, "Runtime.ConfigError", `configuration error: ADMITFN_CLUSTERS: cluster "gke": gke: this function does not make GKE tokens; use a kubeconfig or tokenFile`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api, err := lambdatest.NewRuntimeAPI()

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -43,5 +45,26 @@ func TestParseConfig(t *testing.T) {
 		if strings.Contains(got, "s3cr3t") {
 			t.Errorf("%q: the error quotes a value: %s", tc.in, got)
 		}
+	}
+}
+
+// docs/cluster.md's example configuration is one the function accepts.
+func TestClusterConfigDoc(t *testing.T) {
+	block := doccheck.Find(t, "docs/cluster.md", 1)[0]
+	c, err := ParseConfig(block.Text, os.ReadFile)
+	if err != nil {
+		t.Fatalf("%s: %v", block, err)
+	}
+	if got, want := c.Names(), []string{"prod-eu", "eks-prod", "gke-prod", "dev", "edge"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	defaults := Cluster{}.withDefaults()
+	first := c.Clusters[0]
+	if first.NamespaceTTL != defaults.NamespaceTTL || first.ParamTTL != defaults.ParamTTL || first.AuthorizerTTL != defaults.AuthorizerTTL ||
+		first.CacheEntries != defaults.CacheEntries || first.MaxInFlight != defaults.MaxInFlight || first.ReadTimeout != defaults.ReadTimeout {
+		t.Errorf("%s: the settings shown as the defaults are not: %+v, defaults %+v", block, first, defaults)
+	}
+	if c.Clusters[4].HasAccess() || !c.Clusters[3].HasAccess() {
+		t.Errorf("access: %+v", c.Clusters)
 	}
 }

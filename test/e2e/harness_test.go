@@ -62,6 +62,10 @@ type cluster struct {
 	// kube-apiserver sends authToken to a webhook at authAddr, as the
 	// kubeconfig of docs/security.md says.
 	authAddr, authToken string
+	// apiserverArgs are the flags of a kube-apiserver of the suite
+	// (apiserver), for more than the one cluster.
+	apiserverBin, adminToken string
+	apiserverArgs            func(name, etcdPrefix string, port int, auditLog string) []string
 }
 
 var kube *cluster
@@ -233,42 +237,55 @@ rules:
 		return err
 	}
 
+	c.apiserverArgs = func(name, etcdPrefix string, port int, auditLog string) []string {
+		return []string{"--admission-control-config-file", admissionConfig,
+			"--etcd-servers", etcdURL, "--etcd-prefix", etcdPrefix,
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
+			// Since 1.37 the endpoint reconciler refuses a loopback address; the
+			// tests never reach the apiserver through the kubernetes Service.
+			"--endpoint-reconciler-type", "none",
+			"--cert-dir", filepath.Join(c.dir, name+"-certs"),
+			"--token-auth-file", tokens,
+			"--authorization-mode", "RBAC",
+			"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+			"--service-account-issuer", "https://kubernetes.default.svc",
+			"--service-cluster-ip-range", "10.96.0.0/24",
+			"--allow-privileged", // as on real clusters: Pod Security decides, not a blanket ban
+			"--audit-policy-file", auditPolicy, "--audit-log-path", auditLog, "--audit-log-format", "json",
+			"--audit-log-mode", "blocking",
+			"--runtime-config", "admissionregistration.k8s.io/v1beta1=true",
+			"--v", "1",
+		}
+	}
+	c.apiserverBin, c.adminToken = apiserverBin, token
+	c.config, _, err = c.apiserver("kube-apiserver", "/registry", c.auditLog)
+	return err
+}
+
+// apiserver starts a kube-apiserver on the suite's etcd, its objects under
+// etcdPrefix, and returns an admin's configuration once it is ready, and
+// how to stop it before the suite ends.
+func (c *cluster) apiserver(name, etcdPrefix, auditLog string) (*rest.Config, func(), error) {
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if _, err := c.spawn("kube-apiserver", apiserverBin,
-		"--admission-control-config-file", admissionConfig,
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
-		// Since 1.37 the endpoint reconciler refuses a loopback address; the
-		// tests never reach the apiserver through the kubernetes Service.
-		"--endpoint-reconciler-type", "none",
-		"--cert-dir", filepath.Join(c.dir, "apiserver-certs"),
-		"--token-auth-file", tokens,
-		"--authorization-mode", "RBAC",
-		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
-		"--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-cluster-ip-range", "10.96.0.0/24",
-		"--allow-privileged", // as on real clusters: Pod Security decides, not a blanket ban
-		"--audit-policy-file", auditPolicy, "--audit-log-path", c.auditLog, "--audit-log-format", "json",
-		"--audit-log-mode", "blocking",
-		"--runtime-config", "admissionregistration.k8s.io/v1beta1=true",
-		"--v", "1",
-	); err != nil {
-		return err
+	cmd, err := c.spawn(name, c.apiserverBin, c.apiserverArgs(name, etcdPrefix, port, auditLog)...)
+	if err != nil {
+		return nil, nil, err
 	}
-	c.config = &rest.Config{
+	stop := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	config := &rest.Config{
 		Host:            fmt.Sprintf("https://127.0.0.1:%d", port),
-		BearerToken:     token,
+		BearerToken:     c.adminToken,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
 		QPS:             200, Burst: 400,
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
-	if err := waitFor(func() error { return httpOK(insecure, c.config.Host+"/readyz", token) }); err != nil {
-		return fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.logTail("kube-apiserver"))
+	if err := waitFor(func() error { return httpOK(insecure, config.Host+"/readyz", c.adminToken) }); err != nil {
+		return nil, nil, fmt.Errorf("%s not ready: %w\n%s", name, err, c.logTail(name))
 	}
-	return nil
+	return config, stop, nil
 }
 
 // makeServingCert creates a CA and a certificate for 127.0.0.1 signed by it.

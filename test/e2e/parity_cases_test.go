@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 // policyDoc renders a policy named name with the given spec body (YAML,
@@ -385,9 +386,12 @@ func TestRejectsWhatKubeAPIServerRejects(t *testing.T) {
 
 // installLimitCRD creates the CRD of the Limit param kind and waits until it
 // is served.
-func installLimitCRD(t *testing.T) {
+func installLimitCRD(t *testing.T) { installLimitCRDOn(t, kube.config) }
+
+// installLimitCRDOn installs it in the kube-apiserver config reaches.
+func installLimitCRDOn(t *testing.T, config *rest.Config) {
 	t.Helper()
-	r := newParityRunner(t)
+	r := newParityRunnerOn(t, config)
 	crd := r.decode(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: limits.rules.admitfn.io}
@@ -410,7 +414,7 @@ spec:
 		t.Fatal(err)
 	}
 	err := waitFor(func() error {
-		_, err := newParityRunner(t).mapper.RESTMapping(schema.GroupKind{Group: "rules.admitfn.io", Kind: "Limit"}, "v1")
+		_, err := newParityRunnerOn(t, config).mapper.RESTMapping(schema.GroupKind{Group: "rules.admitfn.io", Kind: "Limit"}, "v1")
 		return err
 	})
 	if err != nil {

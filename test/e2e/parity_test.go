@@ -44,6 +44,9 @@ type parityCase struct {
 type parityRequest struct {
 	verb   string // create, update, delete, dryrun (a dry-run create)
 	object string // YAML; namespace is the case's
+	// as, when set, is the user the request is made as (the runner's
+	// users), instead of the admin.
+	as string
 }
 
 // observed is one request's outcome, normalised so the native and the
@@ -105,11 +108,18 @@ type parityRunner struct {
 	mapper       meta.RESTMapper
 	warn         *warnings
 	cleanupLater []func()
+	// config reaches the runner's kube-apiserver as the admin; users are
+	// who requests may be made as (parityRequest.as).
+	config *rest.Config
+	users  map[string]rest.ImpersonationConfig
 }
 
-func newParityRunner(t *testing.T) *parityRunner {
+func newParityRunner(t *testing.T) *parityRunner { return newParityRunnerOn(t, kube.config) }
+
+// newParityRunnerOn is a runner for the kube-apiserver config reaches.
+func newParityRunnerOn(t *testing.T, config *rest.Config) *parityRunner {
 	w := &warnings{}
-	cfg := rest.CopyConfig(kube.config)
+	cfg := rest.CopyConfig(config)
 	cfg.WarningHandler = w
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -123,7 +133,27 @@ func newParityRunner(t *testing.T) *parityRunner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &parityRunner{t: t, dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups), warn: w}
+	return &parityRunner{t: t, dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups), warn: w, config: config}
+}
+
+// as is the dynamic client of user (the admin's when "").
+func (r *parityRunner) as(user string) dynamic.Interface {
+	r.t.Helper()
+	if user == "" {
+		return r.dyn
+	}
+	who, ok := r.users[user]
+	if !ok {
+		r.t.Fatalf("no user %q", user)
+	}
+	cfg := rest.CopyConfig(r.config)
+	cfg.WarningHandler = r.warn
+	cfg.Impersonate = who
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return dyn
 }
 
 func (r *parityRunner) decode(doc, ns string) []*unstructured.Unstructured {
@@ -314,6 +344,12 @@ func (r *parityRunner) play(c parityCase, ns string, webhook bool) []observed {
 			objNS = ""
 		}
 		ri, gvr := r.resource(u)
+		if req.as != "" {
+			ri = r.as(req.as).Resource(gvr)
+			if objNS != "" {
+				ri = r.as(req.as).Resource(gvr).Namespace(objNS)
+			}
+		}
 		ctx := context.Background()
 		offset := auditOffset()
 		var err error

@@ -122,6 +122,13 @@ func startAdmitfn(t *testing.T, files map[string]string, name string, edit func(
 // startAdmitfnVia is startAdmitfn through the given front.
 func startAdmitfnVia(t *testing.T, via front, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), renderArgs ...string) (*admitfn, string, func()) {
 	t.Helper()
+	return startAdmitfnOn(t, kube.config, via, files, name, edit, nil, renderArgs...)
+}
+
+// startAdmitfnOn is startAdmitfnVia for the kube-apiserver config reaches,
+// the server (viaServer, viaPushed) started with serverArgs.
+func startAdmitfnOn(t *testing.T, config *rest.Config, via front, files map[string]string, name string, edit func(*admissionregistrationv1.ValidatingWebhookConfiguration), serverArgs []string, renderArgs ...string) (*admitfn, string, func()) {
+	t.Helper()
 	files["zz-sentinel.yaml"] = sentinel(name)
 	mutating := false
 	for _, content := range files {
@@ -142,18 +149,18 @@ func startAdmitfnVia(t *testing.T, via front, files map[string]string, name stri
 		if out, err := exec.Command(kube.cliBin, "push", "-p", dir, "--to", pushed).CombinedOutput(); err != nil {
 			t.Fatalf("admitfn push: %v\n%s", err, out)
 		}
-		a = kube.serve(t, pushed, "")
+		a = kube.serve(t, pushed, "", serverArgs...)
 		if !strings.Contains(a.Logs(), `"packed":true,"compile_on_use":`) {
 			t.Fatalf("the pushed bundle is not read packed and compiled on use:\n%s", a.Logs())
 		}
 	default:
-		a = kube.serve(t, dir, "")
+		a = kube.serve(t, dir, "", serverArgs...)
 	}
 	cfg := kube.render(t, dir, "https://"+a.addr, name, renderArgs...)
 	if edit != nil {
 		edit(cfg.validating)
 	}
-	cs, _ := kube.client(t)
+	cs := clientFor(t, config)
 	ctx := context.Background()
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg.validating, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create webhook configuration: %v", err)
@@ -225,6 +232,16 @@ func waitMutatingSentinel(t *testing.T, cs *kubernetes.Clientset, name string, a
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clientFor is a clientset for config.
+func clientFor(t *testing.T, config *rest.Config) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 // namespace creates a namespace with labels (namespaces are never deleted:
