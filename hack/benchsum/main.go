@@ -104,6 +104,9 @@ var measures = []measure{
 	// A floor pushed down: the evaluation floor ÷ the same floor with
 	// every cost tracked, as before P8, in one loop.
 	{id: "P8", value: metric("BenchmarkFloors", "p8"), atMost: true, target: 0.8},
+	// A review whose policies read namespaceObject and ask the authorizer,
+	// answered from warm caches ÷ the same review without cluster access.
+	{id: "P9", value: ratio("BenchmarkP9ClusterReview/with-cluster", "BenchmarkP9ClusterReview/without-cluster"), atMost: true, target: 1.1},
 	// Evaluation time grows linearly with the object: 4x the containers,
 	// at most 5x the time.
 	{id: "L1", value: metric("BenchmarkL1Linear", "x-10k"), atMost: true, target: 5},

@@ -28,6 +28,8 @@ BenchmarkP7ColdStart-2    	      20	  60000000 ns/op	        50.1 admitfn-ms	   
 BenchmarkL1Linear-2         	       1	6800000000 ns/op	       400.0 10k-ms	      6400 40k-ms	        16.00 x-10k
 BenchmarkL2PodSecurity-2    	       1	2000000000 ns/op	       500.0 10k-ms	      1500 40k-ms	         3.000 x-10k
 BenchmarkA1Apply/apply-2         	       1	15000000000 ns/op	    300000 ns/resource
+BenchmarkP9ClusterReview/without-cluster-2         	   50540	     20000 ns/op	   13140 B/op	     171 allocs/op
+BenchmarkP9ClusterReview/with-cluster-2            	   57369	     18000 ns/op	   14234 B/op	     139 allocs/op
 BenchmarkA1Apply/engine-2        	       1	21000000000 ns/op	    420000 ns/resource
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
 PASS
@@ -54,6 +56,7 @@ func TestSummary(t *testing.T) {
 		"P6 n/a target <=64 FAIL",
 		"P7 3.5 target <=4 PASS",
 		"P8 0.62 target <=0.8 PASS",
+		"P9 0.9 target <=1.1 PASS",
 		"L1 16 target <=5 FAIL",
 		"L2 3 target <=5 PASS",
 		"A1 1.4 target >=1 PASS",
