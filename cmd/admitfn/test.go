@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
@@ -43,7 +44,10 @@ type testFile struct {
 	// Namespaces gives the labels of the namespaces cases use, for bindings
 	// with a namespaceSelector.
 	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
-	Cases      []testCase                   `json:"cases"`
+	// Cluster, when set, is the cluster the cases run in, read as a
+	// function with cluster access reads it (docs/cluster.md).
+	Cluster *testCluster `json:"cluster,omitempty"`
+	Cases   []testCase   `json:"cases"`
 }
 
 // The test file format this admitfn reads.
@@ -215,7 +219,11 @@ func (c *cli) test(paths []string, override string, filter *regexp.Regexp, outpu
 			}
 			start := time.Now()
 			res := caseResult{File: file, Name: tc.Name, Warnings: caseWarnings(eng, tf, tc)}
-			got, err := play(context.Background(), eng, tf, tc, includeKubeSystem)
+			ctx := context.Background()
+			if tf.Cluster != nil {
+				ctx = cluster.NewContext(ctx, tf.Cluster.reader())
+			}
+			got, err := play(ctx, eng, tf, tc, includeKubeSystem)
 			if ierr := inputError(tc); ierr != nil {
 				res.Failures = []string{ierr.Error()}
 			} else if err != nil {
@@ -338,6 +346,21 @@ func readTestFile(path string) (*testFile, error) {
 	}
 	if len(tf.Cases) == 0 {
 		return nil, fmt.Errorf("%s: no cases", path)
+	}
+	if tf.Cluster != nil {
+		if err := tf.Cluster.check(path); err != nil {
+			return nil, err
+		}
+		// The cluster's namespaces decide namespaceSelectors too.
+		for _, ns := range tf.Cluster.Namespaces {
+			if _, declared := tf.Namespaces[ns.Name]; declared {
+				return nil, fmt.Errorf("%s: namespace %q is under both namespaces and cluster.namespaces: give it once, under cluster.namespaces", path, ns.Name)
+			}
+			if tf.Namespaces == nil {
+				tf.Namespaces = map[string]map[string]string{}
+			}
+			tf.Namespaces[ns.Name] = ns.Labels
+		}
 	}
 	names := map[string]bool{}
 	for i, c := range tf.Cases {

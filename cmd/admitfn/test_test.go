@@ -286,3 +286,47 @@ func TestPoliciesDocWalkthrough(t *testing.T) {
 		t.Errorf("exit %d %s\n%s\nwant\n%s", code, stderr.String(), got, blocks[1].Text)
 	}
 }
+
+// A test file states the cluster its cases run in: namespaces, the
+// authorizer's answers and params, read as a function with cluster access
+// reads them.
+func TestTestFileStatesTheCluster(t *testing.T) {
+	doc := doccheck.Find(t, "docs/policies.md", 1)[0]
+	if data, err := os.ReadFile("testdata/cluster-tests/cluster_test.yaml"); err != nil || string(data) != doc.Text {
+		t.Errorf("%s is not testdata/cluster-tests/cluster_test.yaml (%v)", doc, err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"test", "testdata/cluster-tests"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	want := `ok   testdata/cluster-tests/cluster_test.yaml: one replica in a prod namespace
+ok   testdata/cluster-tests/cluster_test.yaml: one replica in dev
+ok   testdata/cluster-tests/cluster_test.yaml: more than the cluster's limit
+ok   testdata/cluster-tests/cluster_test.yaml: critical, by an SRE
+ok   testdata/cluster-tests/cluster_test.yaml: critical, by anyone else
+PASS: 5 cases
+`
+	if stdout.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+
+	dir := t.TempDir()
+	policies, err := os.ReadFile("testdata/cluster-tests/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "policies.yaml"), policies, 0o644)
+	for _, tc := range []struct{ file, want string }{
+		{"cluster:\n  namespaces:\n  - metadata: {name: a}\n  - metadata: {name: a}\ncases: [{name: x, object: {}, expect: {allowed: true}}]\n", `cluster.namespaces[1]: namespace "a" is given twice`},
+		{"cluster:\n  params:\n  - {apiVersion: v1, kind: ConfigMap}\ncases: [{name: x, object: {}, expect: {allowed: true}}]\n", "cluster.params[0]: apiVersion, kind and metadata.name are required"},
+		{"namespaces: {a: {env: x}}\ncluster:\n  namespaces:\n  - metadata: {name: a}\ncases: [{name: x, object: {}, expect: {allowed: true}}]\n", `namespace "a" is under both namespaces and cluster.namespaces: give it once, under cluster.namespaces`},
+		{"cluster:\n  authorizer:\n  - {usr: alice}\ncases: [{name: x, object: {}, expect: {allowed: true}}]\n", `unknown field "usr"`},
+	} {
+		os.WriteFile(filepath.Join(dir, "bad_test.yaml"), []byte(tc.file), 0o644)
+		stdout.Reset()
+		stderr.Reset()
+		if code := run([]string{"test", dir}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String()+stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d\n%s%s\nwant it to say %q", tc.file, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}
