@@ -513,6 +513,13 @@ func TestVariableValidations(t *testing.T) {
 		{"webhook trailing slash", "modules/webhook", webhook(string(rendered), "base_url", str("https://fn.example.com/token/")), "base_url"},
 		{"webhook audit role", "modules/webhook", webhook(string(rendered), "audit_role", cty.True, "audit_role_name", str("admitfn-audit.prod")), ""},
 		{"webhook audit role named in capitals", "modules/webhook", webhook(string(rendered), "audit_role", cty.True, "audit_role_name", str("Admitfn")), "audit_role_name"},
+		{"webhook for a cluster", "modules/webhook", webhook(string(rendered), "cluster", str("prod-eu")), ""},
+		{"webhook for a cluster not a DNS label", "modules/webhook", webhook(string(rendered), "cluster", str("Prod/EU")), "cluster"},
+		{"webhook reader role", "modules/webhook", webhook(string(rendered), "reader_role", cty.True, "reader_subjects", cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"kind": str("Group"), "name": str("admitfn-readers"), "namespace": cty.NullVal(cty.String)})})), ""},
+		{"webhook reader subject a ServiceAccount without its namespace", "modules/webhook", webhook(string(rendered), "reader_role", cty.True, "reader_subjects", cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"kind": str("ServiceAccount"), "name": str("admitfn"), "namespace": cty.NullVal(cty.String)})})), "reader_subjects"},
+		{"webhook reader subject of no kind", "modules/webhook", webhook(string(rendered), "reader_subjects", cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"kind": str("Robot"), "name": str("x"), "namespace": cty.NullVal(cty.String)})})), "reader_subjects"},
+		{"aws EKS access", "modules/aws-lambda", with(lambda, "eks_access", cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"cluster_name": str("prod"), "kubernetes_groups": cty.ListVal([]cty.Value{str("admitfn-readers")})})})), ""},
+		{"aws EKS access as a system group", "modules/aws-lambda", with(lambda, "eks_access", cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"cluster_name": str("prod"), "kubernetes_groups": cty.ListVal([]cty.Value{str("system:masters")})})})), "eks_access"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			failed := failedValidations(t, tc.dir, tc.values)
@@ -673,56 +680,104 @@ func collectKeys(prefix string, v any, seen map[string]bool) {
 	}
 }
 
-// The webhook module's audit ClusterRole grants exactly what
-// docs/audit-rbac.yaml does, which the end-to-end audit runs with.
-func TestAuditRoleMatchesTheDocs(t *testing.T) {
-	raw, err := os.ReadFile("../docs/audit-rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
+// The webhook module's ClusterRoles grant exactly what the docs' do, which
+// the end-to-end tests run with: audit, docs/audit-rbac.yaml (admitfn
+// apply --cluster); reader, docs/cluster-rbac.yaml (a function with
+// cluster access), its param rules being reader_param_resources' default.
+func TestRolesMatchTheDocs(t *testing.T) {
+	readerParams := *variables(t, "modules/webhook")["reader_param_resources"].def
+	for role, doc := range map[string]string{"audit": "../docs/audit-rbac.yaml", "reader": "../docs/cluster-rbac.yaml"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parsed struct {
+			Rules []struct {
+				APIGroups []string `json:"apiGroups"`
+				Resources []string `json:"resources"`
+				Verbs     []string `json:"verbs"`
+			} `json:"rules"`
+		}
+		if err := yaml.Unmarshal(raw, &parsed); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range parsed.Rules {
+			want = append(want, fmt.Sprint(r.APIGroups, r.Resources, r.Verbs))
+		}
+		got := moduleRoleRules(t, role)
+		if role == "reader" {
+			for _, p := range readerParams.AsValueSlice() {
+				got = append(got, fmt.Sprint(stringList(p.GetAttr("api_groups")), stringList(p.GetAttr("resources")), []string{"get", "list", "watch"}))
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("kubernetes_cluster_role_v1.%s rules:\n%s\nwant (%s)\n%s", role, stringsJoin(got), doc, stringsJoin(want))
+		}
 	}
-	var doc struct {
-		Rules []struct {
-			APIGroups []string `json:"apiGroups"`
-			Resources []string `json:"resources"`
-			Verbs     []string `json:"verbs"`
-		} `json:"rules"`
+}
+
+func stringList(v cty.Value) []string {
+	var out []string
+	for _, s := range v.AsValueSlice() {
+		out = append(out, s.AsString())
 	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for _, r := range doc.Rules {
-		want = append(want, fmt.Sprint(r.APIGroups, r.Resources, r.Verbs))
-	}
+	return out
+}
+
+func stringsJoin(lines []string) string { return strings.Join(lines, "\n") }
+
+// moduleRoleRules are the static rules of the webhook module's ClusterRole
+// resource name.
+func moduleRoleRules(t *testing.T, name string) []string {
+	t.Helper()
 	file, diags := hclparse.NewParser().ParseHCLFile("modules/webhook/main.tf")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
 	var got []string
 	for _, block := range file.Body.(*hclsyntax.Body).Blocks {
-		if block.Type != "resource" || block.Labels[0] != "kubernetes_cluster_role_v1" || block.Labels[1] != "audit" {
+		if block.Type != "resource" || block.Labels[0] != "kubernetes_cluster_role_v1" || block.Labels[1] != name {
 			continue
 		}
 		for _, rule := range block.Body.Blocks {
 			if rule.Type != "rule" {
 				continue
 			}
-			list := func(name string) []string {
-				v, diags := rule.Body.Attributes[name].Expr.Value(nil)
+			list := func(attr string) []string {
+				v, diags := rule.Body.Attributes[attr].Expr.Value(nil)
 				if diags.HasErrors() {
 					t.Fatal(diags)
 				}
-				var out []string
-				for _, s := range v.AsValueSlice() {
-					out = append(out, s.AsString())
-				}
-				return out
+				return stringList(v)
 			}
 			got = append(got, fmt.Sprint(list("api_groups"), list("resources"), list("verbs")))
 		}
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("kubernetes_cluster_role_v1.audit rules:\n%s\nwant (docs/audit-rbac.yaml)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	return got
+}
+
+// The webhook module puts the cluster in the URLs as admitfn render
+// --cluster does.
+func TestWebhookModuleClusterURL(t *testing.T) {
+	for _, tc := range []struct {
+		cluster cty.Value
+		want    string
+	}{
+		{cty.NullVal(cty.String), "https://fn.example.com/token"},
+		{cty.StringVal("prod-eu"), "https://fn.example.com/token/clusters/prod-eu"},
+	} {
+		vars := map[string]cty.Value{"base_url": cty.StringVal("https://fn.example.com/token"), "cluster": tc.cluster,
+			"configurations": cty.ObjectVal(map[string]cty.Value{"items": cty.EmptyTupleVal})}
+		got := locals(t, "modules/webhook", vars, "validating", "mutating", "url_base")["url_base"]
+		if got.AsString() != tc.want {
+			t.Errorf("cluster %#v: %s, want %s", tc.cluster, got.AsString(), tc.want)
+		}
+	}
+	// render's URLs for the cluster are the module's.
+	out := renderJSON(t, "-p", "../policies/examples", "--url", "https://fn.example.com/token", "--cluster", "prod-eu")
+	if !bytes.Contains(out, []byte(`"url": "https://fn.example.com/token/clusters/prod-eu/validate/`)) {
+		t.Errorf("admitfn render --cluster: %s", out)
 	}
 }
 

@@ -29,6 +29,18 @@ module "admitfn" {
   webhook_timeout_seconds = var.webhook_timeout_seconds
   timeout                 = var.webhook_timeout_seconds - 2
   tags                    = { "admitfn.io/cluster" = var.cluster_name }
+
+  # Cluster access: the role may read the cluster, and the function knows
+  # where it is and how to authenticate.
+  eks_access = var.cluster_access ? [{ cluster_name = var.cluster_name }] : []
+  environment_variables = !var.cluster_access ? {} : {
+    ADMITFN_CLUSTERS = jsonencode({ clusters = [{
+      name                     = var.cluster_name
+      server                   = data.aws_eks_cluster.this.endpoint
+      certificateAuthorityData = base64decode(data.aws_eks_cluster.this.certificate_authority[0].data)
+      eks                      = { clusterName = var.cluster_name, region = var.region }
+    }] })
+  }
 }
 
 # The webhook configurations admitfn push published beside the bundle,
@@ -45,4 +57,8 @@ module "webhook" {
 
   configurations = jsondecode(!var.webhooks ? jsonencode({ apiVersion = "v1", kind = "List", items = [] }) : coalesce(var.webhooks_json, one(data.aws_s3_object.webhooks[*].body)))
   base_url       = module.admitfn.webhook_base_url
+
+  cluster         = var.cluster_access ? var.cluster_name : null
+  reader_role     = var.cluster_access
+  reader_subjects = var.cluster_access ? [{ kind = "Group", name = "admitfn-readers" }] : []
 }

@@ -43,3 +43,9 @@ variable "webhook_timeout_seconds" {
   type        = number
   default     = 10
 }
+
+variable "cluster_access" {
+  description = "Let the function read this cluster (docs/cluster.md, \"Reading the cluster\"): namespaceObject, the authorizer and params from the cluster. It serves the cluster on its own URLs, reads it with EKS tokens of its role (an access entry maps the role to the group admitfn-readers), and the reader ClusterRole (docs/cluster-rbac.yaml) is bound to it."
+  type        = bool
+  default     = false
+}

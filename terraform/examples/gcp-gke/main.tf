@@ -31,6 +31,18 @@ module "admitfn" {
   webhook_timeout_seconds = var.webhook_timeout_seconds
   timeout_seconds         = var.webhook_timeout_seconds - 2
   labels                  = { "admitfn-cluster" = var.cluster_name }
+
+  # Cluster access: the service account may authenticate to the cluster,
+  # and the function knows where it is.
+  gke_access = var.cluster_access
+  environment_variables = !var.cluster_access ? {} : {
+    ADMITFN_CLUSTERS = jsonencode({ clusters = [{
+      name                     = var.cluster_name
+      server                   = "https://${data.google_container_cluster.this.endpoint}"
+      certificateAuthorityData = base64decode(data.google_container_cluster.this.master_auth[0].cluster_ca_certificate)
+      gke                      = {}
+    }] })
+  }
 }
 
 # The webhook configurations admitfn push published beside the bundle,
@@ -47,4 +59,8 @@ module "webhook" {
 
   configurations = jsondecode(!var.webhooks ? jsonencode({ apiVersion = "v1", kind = "List", items = [] }) : coalesce(var.webhooks_json, one(data.google_storage_bucket_object_content.webhooks[*].content)))
   base_url       = module.admitfn.webhook_base_url
+
+  cluster         = var.cluster_access ? var.cluster_name : null
+  reader_role     = var.cluster_access
+  reader_subjects = var.cluster_access ? [{ kind = "User", name = module.admitfn.service_account_email }] : []
 }

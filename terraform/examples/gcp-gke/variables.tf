@@ -53,3 +53,9 @@ variable "webhook_timeout_seconds" {
   type        = number
   default     = 10
 }
+
+variable "cluster_access" {
+  description = "Let the function read this cluster (docs/cluster.md, \"Reading the cluster\"): namespaceObject, the authorizer and params from the cluster. It serves the cluster on its own URLs, reads it with its service account (cluster viewer, to authenticate), and the reader ClusterRole (docs/cluster-rbac.yaml) is bound to it."
+  type        = bool
+  default     = false
+}

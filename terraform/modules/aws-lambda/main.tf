@@ -285,3 +285,18 @@ resource "aws_lambda_permission" "invoke" {
   principal                = "*"
   invoked_via_function_url = true
 }
+
+# --- read access to EKS clusters (ADMITFN_CLUSTERS): an access entry maps
+# the function's role to groups that the reader ClusterRole is bound to in
+# the cluster (the webhook module's reader_subjects). No access policy: the
+# ClusterRole grants what the function reads, nothing more.
+
+resource "aws_eks_access_entry" "function" {
+  for_each = { for a in var.eks_access : a.cluster_name => a }
+
+  cluster_name      = each.key
+  principal_arn     = aws_lambda_function.this.role
+  kubernetes_groups = each.value.kubernetes_groups
+  type              = "STANDARD"
+  tags              = var.tags
+}

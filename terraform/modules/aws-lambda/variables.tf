@@ -276,3 +276,17 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "eks_access" {
+  description = "EKS clusters the function reads (docs/cluster.md, \"Reading the cluster\"): for each, an access entry maps the function's role to kubernetes_groups, which the webhook module's reader_subjects binds to the reader ClusterRole. Give the function the cluster in ADMITFN_CLUSTERS (environment_variables) with `eks: {clusterName: …}`."
+  type = list(object({
+    cluster_name      = string
+    kubernetes_groups = optional(list(string), ["admitfn-readers"])
+  }))
+  default = []
+
+  validation {
+    condition     = alltrue([for a in var.eks_access : length(a.kubernetes_groups) > 0 && alltrue([for g in a.kubernetes_groups : !startswith(g, "system:")])])
+    error_message = "each eks_access entry needs kubernetes_groups, none of them system: (EKS refuses those in access entries)."
+  }
+}

@@ -212,3 +212,14 @@ resource "google_cloud_run_service_iam_member" "public" {
   role     = "roles/run.invoker"
   member   = "allUsers"
 }
+
+# --- authenticating to GKE clusters (ADMITFN_CLUSTERS): cluster viewer lets
+# the service account's tokens in; RBAC in each cluster (the reader
+# ClusterRole) says what they may read.
+
+resource "google_project_iam_member" "gke" {
+  count   = var.gke_access ? 1 : 0
+  project = var.project_id
+  role    = "roles/container.clusterViewer"
+  member  = "serviceAccount:${local.service_account_email}"
+}

@@ -15,7 +15,7 @@ output "function_name" {
 }
 
 output "service_account_email" {
-  description = "Email of the function's service account: the one the module created, or service_account_email."
+  description = "Email of the function's service account: the one the module created, or service_account_email. With cluster access, bind it (kind User) to the reader ClusterRole in each GKE cluster the function reads."
   value       = local.service_account_email
 }
 

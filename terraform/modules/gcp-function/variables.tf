@@ -270,3 +270,9 @@ variable "vpc_connector_egress_settings" {
     error_message = "vpc_connector_egress_settings must be PRIVATE_RANGES_ONLY or ALL_TRAFFIC."
   }
 }
+
+variable "gke_access" {
+  description = "Let the function's service account authenticate to the project's GKE clusters (roles/container.clusterViewer), for reading them (docs/cluster.md, \"Reading the cluster\"); what it may read is the reader ClusterRole the webhook module binds to its email (reader_subjects). Give the function the clusters in ADMITFN_CLUSTERS (environment_variables) with `gke: {}`."
+  type        = bool
+  default     = false
+}

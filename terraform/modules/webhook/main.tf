@@ -5,6 +5,9 @@
 locals {
   validating = { for i in var.configurations.items : i.metadata.name => i if i.kind == "ValidatingWebhookConfiguration" }
   mutating   = { for i in var.configurations.items : i.metadata.name => i if i.kind == "MutatingWebhookConfiguration" }
+  # A cluster's URLs carry its name, as `admitfn render --cluster` renders
+  # them: how the function tells the clusters it serves apart.
+  url_base = var.cluster == null ? var.base_url : "${var.base_url}/clusters/${var.cluster}"
 }
 
 resource "kubernetes_validating_webhook_configuration_v1" "this" {
@@ -26,7 +29,7 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
       timeout_seconds           = webhook.value.timeoutSeconds
 
       client_config {
-        url       = "${var.base_url}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
+        url       = "${local.url_base}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
         ca_bundle = var.ca_bundle != null ? var.ca_bundle : (webhook.value.clientConfig.caBundle == null ? null : base64decode(webhook.value.clientConfig.caBundle))
       }
 
@@ -94,7 +97,7 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
       reinvocation_policy       = coalesce(webhook.value.reinvocationPolicy, "Never")
 
       client_config {
-        url       = "${var.base_url}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
+        url       = "${local.url_base}${trimprefix(webhook.value.clientConfig.url, var.render_url)}"
         ca_bundle = var.ca_bundle != null ? var.ca_bundle : (webhook.value.clientConfig.caBundle == null ? null : base64decode(webhook.value.clientConfig.caBundle))
       }
 
@@ -143,8 +146,8 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
 }
 
 # What `admitfn apply --cluster` needs, as docs/audit-rbac.yaml grants it
-# (a test holds the two equal): read the namespaces and every kind, and
-# write PolicyReports.
+# (a test holds the two equal): read the namespaces and every kind, ask the
+# authorizer, and write PolicyReports.
 resource "kubernetes_cluster_role_v1" "audit" {
   count = var.audit_role ? 1 : 0
 
@@ -161,11 +164,72 @@ resource "kubernetes_cluster_role_v1" "audit" {
   rule {
     api_groups = ["*"]
     resources  = ["*"]
-    verbs      = ["list"]
+    verbs      = ["get", "list"]
+  }
+  rule {
+    api_groups = ["authorization.k8s.io"]
+    resources  = ["subjectaccessreviews"]
+    verbs      = ["create"]
   }
   rule {
     api_groups = ["wgpolicyk8s.io"]
     resources  = ["policyreports", "clusterpolicyreports"]
     verbs      = ["get", "list", "create", "update", "patch", "delete"]
+  }
+}
+
+# What a function with cluster access reads, as docs/cluster-rbac.yaml
+# grants it (a test holds the two equal): namespaces, the authorizer, and
+# the param kinds of reader_param_resources. Nothing it writes.
+resource "kubernetes_cluster_role_v1" "reader" {
+  count = var.reader_role ? 1 : 0
+
+  metadata {
+    name   = var.reader_role_name
+    labels = { "app.kubernetes.io/managed-by" = "admitfn" }
+  }
+
+  rule {
+    api_groups = [""]
+    resources  = ["namespaces"]
+    verbs      = ["get", "list", "watch"]
+  }
+  rule {
+    api_groups = ["authorization.k8s.io"]
+    resources  = ["subjectaccessreviews"]
+    verbs      = ["create"]
+  }
+  dynamic "rule" {
+    for_each = var.reader_param_resources
+    content {
+      api_groups = rule.value.api_groups
+      resources  = rule.value.resources
+      verbs      = ["get", "list", "watch"]
+    }
+  }
+}
+
+resource "kubernetes_cluster_role_binding_v1" "reader" {
+  count = var.reader_role && length(var.reader_subjects) > 0 ? 1 : 0
+
+  metadata {
+    name   = var.reader_role_name
+    labels = { "app.kubernetes.io/managed-by" = "admitfn" }
+  }
+
+  role_ref {
+    api_group = "rbac.authorization.k8s.io"
+    kind      = "ClusterRole"
+    name      = kubernetes_cluster_role_v1.reader[0].metadata[0].name
+  }
+
+  dynamic "subject" {
+    for_each = var.reader_subjects
+    content {
+      kind      = subject.value.kind
+      name      = subject.value.name
+      namespace = subject.value.namespace
+      api_group = subject.value.kind == "ServiceAccount" ? "" : "rbac.authorization.k8s.io"
+    }
   }
 }

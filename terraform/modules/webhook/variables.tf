@@ -112,3 +112,55 @@ variable "audit_role_name" {
     error_message = "audit_role_name must be a Kubernetes object name: lower-case letters, digits, '-' and '.'."
   }
 }
+
+variable "cluster" {
+  description = "The cluster these configurations are for, one of the function's ADMITFN_CLUSTERS: the URLs carry its name (<base_url>/clusters/<cluster>/…, as `admitfn render --cluster`), and the function answers them from that cluster. null: URLs without a cluster."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.cluster == null || can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.cluster))
+    error_message = "cluster must be a DNS label: a-z, 0-9 and -, at most 63 characters."
+  }
+}
+
+variable "reader_role" {
+  description = "Create the ClusterRole a function with cluster access needs (docs/cluster-rbac.yaml), named reader_role_name, and bind it to reader_subjects."
+  type        = bool
+  default     = false
+}
+
+variable "reader_role_name" {
+  description = "Name of the reader ClusterRole and its binding."
+  type        = string
+  default     = "admitfn-reader"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", var.reader_role_name))
+    error_message = "reader_role_name must be a Kubernetes object name: lower-case letters, digits, '-' and '.'."
+  }
+}
+
+variable "reader_param_resources" {
+  description = "The param kinds the function reads from the cluster (those the bundle's bindings name and the bundle does not carry): get, list and watch on each."
+  type = list(object({
+    api_groups = list(string)
+    resources  = list(string)
+  }))
+  default = [{ api_groups = [""], resources = ["configmaps"] }]
+}
+
+variable "reader_subjects" {
+  description = "Who the function is in the cluster: on EKS the group its access entry names (kind Group), on GKE its service account's email (kind User), elsewhere the ServiceAccount whose token it holds (with its namespace)."
+  type = list(object({
+    kind      = string
+    name      = string
+    namespace = optional(string)
+  }))
+  default = []
+
+  validation {
+    condition     = alltrue([for s in var.reader_subjects : contains(["User", "Group", "ServiceAccount"], s.kind) && (s.kind != "ServiceAccount" || s.namespace != null)])
+    error_message = "each reader_subjects entry is a User, a Group or a ServiceAccount (which needs its namespace)."
+  }
+}

@@ -59,6 +59,22 @@ run "function_and_webhooks" {
   }
 }
 
+# With cluster access: the function's identity may read the cluster (an EKS access entry),
+# the reader ClusterRole is bound to it, and the webhooks call the
+# cluster's URLs.
+run "cluster_access" {
+  command = plan
+  variables {
+    webhooks_json  = run.load.json
+    cluster_access = true
+  }
+
+  assert {
+    condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
+    error_message = "the webhook configurations go into the cluster with cluster access too"
+  }
+}
+
 # The first apply, before the first push: the function and its bucket, no
 # webhook configuration.
 run "before_the_first_push" {

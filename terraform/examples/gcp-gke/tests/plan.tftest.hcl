@@ -4,7 +4,7 @@
 
 mock_provider "google" {
   mock_data "google_container_cluster" {
-    defaults = { endpoint = "203.0.113.10" }
+    defaults = { endpoint = "203.0.113.10", master_auth = [{ cluster_ca_certificate = "Y2E=", client_certificate = "", client_key = "", client_certificate_config = [] }] }
   }
   mock_resource "google_cloudfunctions2_function" {
     defaults = { url = "https://admitfn-shop-abc123-ew.a.run.app" }
@@ -49,6 +49,22 @@ run "function_and_webhooks" {
   assert {
     condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
     error_message = "the example bundle's validating and mutating configurations, with their six webhooks, go into the cluster"
+  }
+}
+
+# With cluster access: the function's identity may read the cluster (cluster viewer),
+# the reader ClusterRole is bound to it, and the webhooks call the
+# cluster's URLs.
+run "cluster_access" {
+  command = plan
+  variables {
+    webhooks_json  = run.load.json
+    cluster_access = true
+  }
+
+  assert {
+    condition     = output.webhook_configurations == ["admitfn", "admitfn"] && module.webhook.webhooks == 6
+    error_message = "the webhook configurations go into the cluster with cluster access too"
   }
 }
 
