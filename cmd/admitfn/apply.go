@@ -72,15 +72,20 @@ it, --context): it lists, read-only, every object of the kinds the
 bundle's webhooks can match (discovery, then paginated lists in -n, the
 context's namespace, or -A: every namespace and cluster-scoped kinds),
 takes each namespace from the cluster (its labels for namespaceSelectors,
-all of it for namespaceObject), and reviews each object as an UPDATE of
-itself, as an in-cluster audit does. --write-reports writes
-the PolicyReports into the cluster. docs/policies.md lists the RBAC it
-needs.`,
+all of it for namespaceObject), asks the cluster's authorizer for the
+authorizer (a SubjectAccessReview as --as in --as-group), reads the params
+the bundle does not carry from the cluster, and reviews each object as an
+UPDATE of itself, as an in-cluster audit does. --write-reports writes
+the PolicyReports into the cluster. --context may be given several times,
+for a fleet: each cluster is audited in turn, with its own report (table
+and json output; --write-reports writes each cluster's into it).
+docs/audit.md lists the RBAC it needs.`,
 		Example: `  helm template chart/ | admitfn apply -p policies/ -f -
   kubectl get deploy,pods -A -o yaml | admitfn apply -p policies/ -f - --audit -o policyreport
   admitfn apply -p policies/ -f new.yaml --old-filename live.yaml --show-patch
   admitfn apply -p policies/ -f manifests/ --namespace-labels prod=env=production,tier=web
-  admitfn apply -p s3://my-bucket/admitfn --cluster -A --audit --write-reports`,
+  admitfn apply -p s3://my-bucket/admitfn --cluster -A --audit --write-reports
+  admitfn apply -p policies/ --cluster -A --audit --context prod-eu --context prod-us`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output, "table", "json", "junit", "policyreport"); err != nil {
@@ -93,10 +98,12 @@ needs.`,
 			switch {
 			case co.enabled && len(o.files) > 0:
 				return usagef("--cluster reviews what the cluster holds: it takes no -f/--filename")
-			case !co.enabled && (co.allNamespaces || co.writeReports || co.kubeconfig != "" || co.context != ""):
+			case !co.enabled && (co.allNamespaces || co.writeReports || co.kubeconfig != "" || len(co.contexts) > 0):
 				return usagef("-A/--all-namespaces, --write-reports, --kubeconfig and --context need --cluster")
 			case !co.enabled && len(o.files) == 0:
 				return usagef("name the resources with -f/--filename: a file, a directory, or - for standard input (or audit a cluster with --cluster)")
+			case len(co.contexts) > 1 && (o.output == "junit" || o.output == "policyreport"):
+				return usagef("several --context print one report per cluster: use -o table or -o json, or --write-reports to write each cluster's into it")
 			}
 			return c.apply(o, co)
 		},
@@ -115,7 +122,7 @@ needs.`,
 	f.BoolVar(&o.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
 	f.BoolVar(&co.enabled, "cluster", false, "review what a cluster holds instead of files: every object the bundle can match, as an UPDATE of itself (read-only)")
 	f.StringVar(&co.kubeconfig, "kubeconfig", "", "with --cluster: the kubeconfig (default: KUBECONFIG, then ~/.kube/config)")
-	f.StringVar(&co.context, "context", "", "with --cluster: the kubeconfig context (default: the current one)")
+	f.StringArrayVar(&co.contexts, "context", nil, "with --cluster: the kubeconfig context (default: the current one); repeat it to audit several clusters in one run")
 	f.BoolVarP(&co.allNamespaces, "all-namespaces", "A", false, "with --cluster: every namespace, and cluster-scoped objects (default: -n, else the context's namespace)")
 	f.BoolVar(&co.writeReports, "write-reports", false, "with --cluster: write the PolicyReports to the cluster (its wgpolicyk8s.io CRDs must be installed), replacing this deployment's earlier ones")
 	f.StringVar(&co.deployment, "deployment", defaultDeployment, "the name of the reports, and of the admitfn deployment they are for (label admitfn.io/deployment): --write-reports replaces and deletes only reports with that name and label, so deployments auditing one cluster keep their own")
@@ -181,8 +188,15 @@ const (
 func (c *cli) apply(o applyOptions, co clusterOptions) error {
 	var results []resourceResult
 	var err error
+	if co.enabled && len(co.contexts) > 1 {
+		return c.auditFleet(o, co)
+	}
 	if co.enabled {
-		results, err = c.auditCluster(o, co)
+		kubeContext := ""
+		if len(co.contexts) == 1 {
+			kubeContext = co.contexts[0]
+		}
+		results, err = c.auditCluster(o, co, kubeContext)
 	} else {
 		results, err = c.applyFiles(o)
 	}

@@ -23,14 +23,16 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	corecluster "github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
+	fncluster "github.com/admitfn/admitfn/functions/cluster"
 )
 
 // clusterOptions are apply --cluster's flags.
 type clusterOptions struct {
 	enabled       bool
 	kubeconfig    string
-	context       string
+	contexts      []string
 	allNamespaces bool
 	namespaceSet  bool // -n was given: only that namespace
 	writeReports  bool
@@ -337,15 +339,22 @@ func ptrTo[T any](v T) *T { return &v }
 
 // auditCluster is apply --cluster: every object the bundle can match,
 // reviewed as an UPDATE of itself, as an in-cluster audit does.
-func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult, error) {
+func (c *cli) auditCluster(o applyOptions, co clusterOptions, kubeContext string) ([]resourceResult, error) {
 	eng, set, _, err := c.loadBundle(o.policies)
 	if err != nil {
 		return nil, err
 	}
-	cfg, ctxNamespace, err := restConfig(co.kubeconfig, co.context)
+	cfg, ctxNamespace, err := restConfig(co.kubeconfig, kubeContext)
 	if err != nil {
 		return nil, err
 	}
+	// The authorizer and the params the bundle does not carry are the
+	// cluster's, read as a function with cluster access reads them.
+	reader, err := fncluster.NewReader(fncluster.Cluster{Name: kubeContext}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	reviewCtx := corecluster.NewContext(context.Background(), reader)
 	namespace := ctxNamespace
 	switch {
 	case co.allNamespaces:
@@ -364,7 +373,7 @@ func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult,
 	audit := eng.WithNamespaces(namespaces)
 	declared := namespaces.labels()
 	results := c.reviewAll(items, func(m manifest) resourceResult {
-		return reviewManifest(context.Background(), audit, set, m, m.obj, declared, o)
+		return reviewManifest(reviewCtx, audit, set, m, m.obj, declared, o)
 	})
 	if co.writeReports {
 		var reviewed []string
@@ -381,4 +390,44 @@ func (c *cli) auditCluster(o applyOptions, co clusterOptions) ([]resourceResult,
 		}
 	}
 	return results, nil
+}
+
+// auditFleet audits each context's cluster in turn and prints one report
+// per cluster: a table under each cluster's name, or a JSON array of
+// {cluster, report}. It exits 1 when a resource of any cluster is denied,
+// unless --audit.
+func (c *cli) auditFleet(o applyOptions, co clusterOptions) error {
+	type clusterReport struct {
+		Cluster string `json:"cluster"`
+		Report  any    `json:"report"`
+	}
+	var reports []clusterReport
+	denied := false
+	for i, name := range co.contexts {
+		results, err := c.auditCluster(o, co, name)
+		if err != nil {
+			return fmt.Errorf("context %s: %w", name, err)
+		}
+		for _, r := range results {
+			denied = denied || r.Decision == decisionDenied || r.Decision == decisionError
+		}
+		if o.output == "json" {
+			reports = append(reports, clusterReport{name, applyReport(results)})
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(c.out)
+		}
+		fmt.Fprintf(c.out, "cluster %s:\n", name)
+		c.writeApplyTable(results, o.showPatch)
+	}
+	if o.output == "json" {
+		if err := writeJSON(c.out, reports); err != nil {
+			return err
+		}
+	}
+	if denied && !o.audit {
+		return errReported
+	}
+	return nil
 }

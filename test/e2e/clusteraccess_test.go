@@ -6,12 +6,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,12 +22,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,7 +43,7 @@ metadata: {name: ns-replicas.cluster.e2e}
 spec:
   failurePolicy: Fail
   matchConstraints:
-    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]
   variables:
   - {name: canApprove, expression: "authorizer.group('').resource('configmaps').namespace(object.metadata.namespace).check('approve').allowed()"}
   validations:
@@ -62,7 +68,7 @@ metadata: {name: break-glass.cluster.e2e}
 spec:
   failurePolicy: Fail
   matchConstraints:
-    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]
   matchConditions:
   - {name: not-an-approver, expression: "!authorizer.group('').resource('configmaps').namespace(object.metadata.namespace).check('approve').allowed()"}
   validations:
@@ -88,7 +94,7 @@ spec:
   failurePolicy: Fail
   paramKind: {apiVersion: v1, kind: ConfigMap}
   matchConstraints:
-    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]
   validations:
   - expression: "object.spec.replicas <= int(params.data.max)"
     messageExpression: "'at most ' + params.data.max + ' replicas (ConfigMap ' + params.metadata.name + ')'"
@@ -109,7 +115,7 @@ spec:
   failurePolicy: Fail
   paramKind: {apiVersion: rules.admitfn.io/v1, kind: Limit}
   matchConstraints:
-    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]
   validations:
   - expression: "object.spec.replicas <= params.max"
     messageExpression: "'at most ' + string(params.max) + ' replicas (Limit ' + params.metadata.name + ')'"
@@ -367,6 +373,8 @@ func TestClusterAccess(t *testing.T) {
 	if strings.Contains(metrics, `admitfn_cluster_read_errors_total{cluster="a"}`) || strings.Contains(metrics, `admitfn_cluster_read_errors_total{cluster="b"}`) {
 		t.Errorf("reads of the clusters that answer are counted as errors:\n%s", metrics)
 	}
+	fleetAudit(t, dir, ns, a, b)
+
 	if strings.Contains(fn.Logs(), "nowhere") || strings.Contains(fn.Logs(), "not-a-token") {
 		t.Errorf("the logs hold a caller's cluster name or a credential:\n%s", fn.Logs())
 	}
@@ -606,3 +614,77 @@ func (r *parityRunner) playQuiet(requests []parityRequest, ns string) []string {
 	}
 	return out
 }
+
+// fleetAudit audits both clusters in one run of admitfn apply --cluster,
+// each from its own namespaces, authorizer and params: a Deployment in
+// each, the same object, decided differently.
+func fleetAudit(t *testing.T, bundleDir, ns string, a, b *rest.Config) {
+	t.Helper()
+	kubeconfig := clientcmdapi.NewConfig()
+	for name, cfg := range map[string]*rest.Config{"a": a, "b": b} {
+		obj := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns, Labels: map[string]string{"tier": "critical"}},
+			Spec: appsv1.DeploymentSpec{Replicas: ptrInt32(3), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fleet"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "fleet"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}},
+		}
+		// As the admin, past the webhooks of b: what the audit finds.
+		cs := clientFor(t, cfg)
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), "cluster-access-b", metav1.DeleteOptions{})
+		waitFor(func() error {
+			_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), obj, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+		kubeconfig.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: true}
+		kubeconfig.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+		kubeconfig.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: ns}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kube.cliBin, "apply", "-p", bundleDir, "--cluster", "--kubeconfig", path, "--context", "a", "--context", "b", "--as", "bob", "--as-group", "e2e-users", "-o", "json").Output()
+	var ee *exec.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 1) {
+		t.Fatalf("admitfn apply: %v\n%s", err, out)
+	}
+	var reports []struct {
+		Cluster string
+		Report  struct {
+			Resources []struct {
+				Resource struct{ Kind, Name string }
+				Decision string
+				Results  []struct{ Policy, Result, Message string }
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &reports); err != nil || len(reports) != 2 {
+		t.Fatalf("admitfn apply -o json: %v\n%s", err, out)
+	}
+	failed := map[string][]string{}
+	for _, r := range reports {
+		for _, res := range r.Report.Resources {
+			if res.Resource.Name != "fleet" {
+				continue
+			}
+			for _, v := range res.Results {
+				if v.Result == "fail" {
+					failed[r.Cluster] = append(failed[r.Cluster], v.Policy+": "+v.Message)
+				}
+			}
+		}
+	}
+	// a: its ConfigMap says at most 1 (changed above), and bob may not
+	// break glass; b: its limits are 10, and nobody may.
+	want := map[string][]string{
+		"a": {"break-glass.cluster.e2e: critical deployments need the break-glass verb", "cm-max.cluster.e2e: at most 1 replicas (ConfigMap limits)"},
+		"b": {"break-glass.cluster.e2e: critical deployments need the break-glass verb"},
+	}
+	if !reflect.DeepEqual(failed, want) || reports[0].Cluster != "a" || reports[1].Cluster != "b" {
+		t.Errorf("fleet audit: failed %v\nwant %v\n%s", failed, want, out)
+	}
+}
+
+func ptrInt32(v int32) *int32 { return &v }
