@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -297,5 +298,81 @@ func TestMutationReadsItsCluster(t *testing.T) {
 				t.Errorf("patch %s, allowed %v %q\nwant %s, %q", res.Response.Patch, res.Response.Allowed, message, tc.patch, tc.message)
 			}
 		})
+	}
+}
+
+// An authorizer check costs what upstream charges for it (350,000): two fit
+// in an expression's limit, a third does not.
+func TestAuthorizerChecksAreCharged(t *testing.T) {
+	policy3 := func(checks int) string {
+		expr := "false"
+		for i := range checks {
+			expr += fmt.Sprintf(" || authorizer.group('').resource('pods').check('verb%d').allowed()", i)
+		}
+		return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: checks}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+  validations:
+  - expression: %q
+    message: no check allowed it
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: checks}
+spec: {policyName: checks, validationActions: [Deny]}
+`, expr)
+	}
+	for checks, want := range map[int]string{
+		2: "ValidatingAdmissionPolicy 'checks' with binding 'checks' denied request: no check allowed it",
+		3: "ValidatingAdmissionPolicy 'checks' with binding 'checks' denied request: expression '",
+	} {
+		e := mustEngine(t, policy.Source{Name: "checks.yaml", Data: []byte(policy3(checks))})
+		c := testCluster()
+		d := deployment("web", "dev", 1, nil)
+		req, err := review.Decode(admissionReview(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "dev", object: d}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Review(cluster.NewContext(context.Background(), c), policy.Route{Type: policy.Validating}, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := res.Response.Result.Message
+		if !strings.HasPrefix(msg, want) || (checks == 3) != strings.HasSuffix(msg, "operation cancelled: actual cost limit exceeded") {
+			t.Errorf("%d checks: %q, want it to start %q (and exceed the cost limit with 3)", checks, msg, want)
+		}
+		if len(c.Asked) != checks {
+			// As upstream: a call's cost is charged once it returns.
+			t.Errorf("%d checks: the cluster was asked %d times", checks, len(c.Asked))
+		}
+	}
+}
+
+// Params the bundle carries win over the cluster's: what was reviewed and
+// signed is what is enforced.
+func TestBundleParamsWinOverTheCluster(t *testing.T) {
+	bundled := clusterPolicies + `---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: limits, namespace: admitfn}
+data: {max: "1"}
+`
+	e := mustEngine(t, policy.Source{Name: "cluster.yaml", Data: []byte(bundled)})
+	c := testCluster() // its ConfigMap says 5
+	d := deployment("web", "dev", 3, nil)
+	req, err := review.Decode(admissionReview(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "dev", object: d}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Review(cluster.NewContext(context.Background(), c), policy.Route{Type: policy.Validating}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: at most 1 replicas"; res.Response.Allowed || res.Response.Result.Message != want {
+		t.Errorf("got %+v, want %q", res.Response.Result, want)
 	}
 }
