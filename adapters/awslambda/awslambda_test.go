@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/admitfn/admitfn/adapters/awslambda/lambdatest"
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
 )
 
@@ -327,6 +329,38 @@ func TestPaths(t *testing.T) {
 	} {
 		if got := trimSegment(tc.path, tc.seg); got != tc.want {
 			t.Errorf("trimSegment(%q, %q) = %q, want %q", tc.path, tc.seg, got, tc.want)
+		}
+	}
+}
+
+// A Function URL event on a cluster's path reaches the handler with the
+// cluster in it: served for a cluster of the deployment, 404 for another.
+func TestClusterPaths(t *testing.T) {
+	raw, err := os.ReadFile("testdata/function-url-deny.event.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, _, err := engine.Load(os.DirFS("../../policies/examples"), ".", celeval.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(httpadapter.New(eng, zerolog.Nop(), httpadapter.WithClusters(map[string]cluster.Reader{"edge": nil})), zerolog.Nop())
+	for path, want := range map[string]float64{"/clusters/edge/validate/dd1dcf98e3": 200, "/clusters/mars/validate/dd1dcf98e3": 404} {
+		var event map[string]any
+		json.Unmarshal(raw, &event)
+		event["rawPath"] = path
+		event["requestContext"].(map[string]any)["http"].(map[string]any)["path"] = path
+		payload, _ := json.Marshal(event)
+		out, err := invoke(t, h, "req-1", functionTimeout, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readable(t, out)
+		if got["statusCode"] != want {
+			t.Errorf("%s: status %v, want %v", path, got["statusCode"], want)
+		}
+		if want == 200 && !strings.Contains(fmt.Sprint(got["body"]), `allowed:false`) {
+			t.Errorf("%s: %v, want the example bundle's denial", path, got["body"])
 		}
 	}
 }
