@@ -19,16 +19,21 @@ func TestScrape(t *testing.T) {
 	r.Review(ctx, metrics.Review{Route: metrics.UnknownRoute, Decision: metrics.Error, Status: 404, Latency: time.Millisecond, RouteState: "unknown"})
 	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
 	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
+	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: time.Millisecond, Cluster: "prod-eu", ClusterReadErrors: 2})
+	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, Cluster: "prod-eu"})
 	r.Rejected(ctx)
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
-		`admitfn_reviews_total{decision="denied",route="/validate",status="200"} 2`,
+		`admitfn_reviews_total{decision="denied",route="/validate",status="200"} 3`,
+		`admitfn_cluster_reviews_total{cluster="prod-eu",decision="denied"} 1`,
+		`admitfn_cluster_reviews_total{cluster="prod-eu",decision="allowed"} 1`,
+		`admitfn_cluster_read_errors_total{cluster="prod-eu"} 2`,
 		`admitfn_reviews_total{decision="error",route="unknown",status="404"} 1`,
-		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="5"} 1`,
-		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="50"} 2`,
-		`admitfn_review_duration_ms_sum{decision="denied",route="/validate"} 33`,
+		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="5"} 2`,
+		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="50"} 3`,
+		`admitfn_review_duration_ms_sum{decision="denied",route="/validate"} 34`,
 		"admitfn_rejected_requests_total 1",
 		`admitfn_stale_route_reviews_total{state="retired"} 2`,
 		`admitfn_stale_route_reviews_total{state="unknown"} 1`,
