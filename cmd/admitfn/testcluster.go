@@ -9,7 +9,6 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/admitfn/admitfn/core/cluster"
-	"github.com/admitfn/admitfn/core/cluster/clustertest"
 )
 
 // testCluster is what a test file says the cluster holds, for policies
@@ -84,7 +83,7 @@ func (tc *testCluster) check(file string) error {
 // reader is the cluster the section describes. A param kind is namespaced
 // when it is a built-in namespaced kind or its objects have a namespace.
 func (tc *testCluster) reader() cluster.Reader {
-	c := &clustertest.Cluster{ClusterName: "test", Namespaces: map[string]*corev1.Namespace{}, Objects: tc.objects, Namespaced: map[schema.GroupVersionKind]bool{}}
+	c := &cluster.Static{ClusterName: "test", Namespaces: map[string]*corev1.Namespace{}, Objects: tc.objects, Namespaced: map[schema.GroupVersionKind]bool{}}
 	for i := range tc.Namespaces {
 		ns := &tc.Namespaces[i]
 		if ns.Labels == nil {

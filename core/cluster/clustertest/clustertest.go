@@ -1,5 +1,5 @@
-// Package clustertest is an in-memory cluster.Reader, for tests of what
-// policies read of a cluster; functions/cluster reads real ones.
+// Package clustertest is an in-memory cluster.Reader for tests: a
+// cluster.Static that can fail every read and records what it was asked.
 package clustertest
 
 import (
@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,19 +17,16 @@ import (
 	"github.com/admitfn/admitfn/core/cluster"
 )
 
-// Cluster holds namespaces, params and an authorizer. Err, when set, is
-// every read's answer. It records the reads it answered.
+// Cluster holds namespaces, params and an authorizer (cluster.Static's
+// fields). Err, when set, is every read's answer. It records the reads it
+// answered.
 type Cluster struct {
 	ClusterName string
 	Namespaces  map[string]*corev1.Namespace
-	// Objects are param objects of any kind.
-	Objects []*unstructured.Unstructured
-	// Namespaced lists the param kinds that are namespaced; others are
-	// cluster-scoped.
-	Namespaced map[schema.GroupVersionKind]bool
-	// Allow decides authorizer checks; nil denies every one.
-	Allow func(authorizer.Attributes) bool
-	Err   error
+	Objects     []*unstructured.Unstructured
+	Namespaced  map[schema.GroupVersionKind]bool
+	Allow       func(authorizer.Attributes) bool
+	Err         error
 
 	mu    sync.Mutex
 	Asked []authorizer.Attributes
@@ -38,6 +34,11 @@ type Cluster struct {
 }
 
 var _ cluster.Reader = (*Cluster)(nil)
+
+// static is the cluster the fields describe.
+func (c *Cluster) static() *cluster.Static {
+	return &cluster.Static{ClusterName: c.ClusterName, Namespaces: c.Namespaces, Objects: c.Objects, Namespaced: c.Namespaced, Allow: c.Allow}
+}
 
 func (c *Cluster) Name() string { return c.ClusterName }
 
@@ -48,61 +49,40 @@ func (c *Cluster) read() error {
 	return c.Err
 }
 
-func (c *Cluster) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
+func (c *Cluster) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	ns, ok := c.Namespaces[name]
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, name)
-	}
-	return ns, nil
+	return c.static().Namespace(ctx, name)
 }
 
-func (c *Cluster) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+func (c *Cluster) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	if err := c.read(); err != nil {
 		return authorizer.DecisionNoOpinion, "", err
 	}
 	c.mu.Lock()
 	c.Asked = append(c.Asked, a)
 	c.mu.Unlock()
-	if c.Allow != nil && c.Allow(a) {
-		return authorizer.DecisionAllow, "allowed by the test", nil
-	}
-	return authorizer.DecisionDeny, "denied by the test", nil
+	return c.static().Authorize(ctx, a)
 }
 
-func (c *Cluster) ParamScope(_ context.Context, gvk schema.GroupVersionKind) (meta.RESTScope, error) {
+func (c *Cluster) ParamScope(ctx context.Context, gvk schema.GroupVersionKind) (meta.RESTScope, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	if c.Namespaced[gvk] {
-		return meta.RESTScopeNamespace, nil
-	}
-	return meta.RESTScopeRoot, nil
+	return c.static().ParamScope(ctx, gvk)
 }
 
-func (c *Cluster) Param(_ context.Context, gvk schema.GroupVersionKind, namespace, name string) (runtime.Object, error) {
+func (c *Cluster) Param(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (runtime.Object, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	for _, o := range c.Objects {
-		if o.GroupVersionKind() == gvk && o.GetNamespace() == namespace && o.GetName() == name {
-			return o, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, name)
+	return c.static().Param(ctx, gvk, namespace, name)
 }
 
-func (c *Cluster) Params(_ context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]runtime.Object, error) {
+func (c *Cluster) Params(ctx context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]runtime.Object, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	var out []runtime.Object
-	for _, o := range c.Objects {
-		if o.GroupVersionKind() == gvk && (namespace == "" || o.GetNamespace() == namespace) && selector.Matches(labels.Set(o.GetLabels())) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
+	return c.static().Params(ctx, gvk, namespace, selector)
 }

@@ -40,6 +40,7 @@ import (
 	_ "k8s.io/apimachinery/pkg/util/version"
 	_ "k8s.io/apimachinery/pkg/util/yaml"
 	_ "k8s.io/apiserver/pkg/admission"
+	_ "k8s.io/apiserver/pkg/admission/plugin/authorizer"
 	_ "k8s.io/apiserver/pkg/admission/plugin/cel"
 	_ "k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	_ "k8s.io/apiserver/pkg/admission/plugin/policy/matching"
