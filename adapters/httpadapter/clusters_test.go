@@ -121,7 +121,35 @@ func TestClusterURLs(t *testing.T) {
 		got = append(got, r.Cluster+" "+r.Decision+" "+string(rune('0'+r.ClusterReadErrors)))
 	}
 	want := []string{"eu denied 0", "us allowed 0", "down denied 1", "edge allowed 0", " allowed 0"}
+	for _, r := range rec.reviews {
+		if r.Idle {
+			t.Errorf("review %+v is idle: the policy matched every one", r)
+		}
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("metrics %q\nwant %q", got, want)
+	}
+}
+
+// A review no binding acts on is logged and counted as idle.
+func TestIdleReviewIsLoggedAndCounted(t *testing.T) {
+	b, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(prodOnlyPolicy)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(b, celeval.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	var logs bytes.Buffer
+	h := New(eng, zerolog.New(&logs), WithMetrics(rec))
+	// A Secret update: the policy matches creates only.
+	body := strings.Replace(secretReview("admission.k8s.io/v1"), `"operation":"CREATE"`, `"operation":"UPDATE"`, 1)
+	if got := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: body}); got.Code != http.StatusOK {
+		t.Fatalf("HTTP %d %s", got.Code, got.Body)
+	}
+	if len(rec.reviews) != 1 || !rec.reviews[0].Idle || !strings.Contains(logs.String(), `"idle":true`) {
+		t.Errorf("reviews %+v, logs:\n%s", rec.reviews, logs.String())
 	}
 }

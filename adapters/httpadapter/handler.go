@@ -267,6 +267,7 @@ func reviewMetrics(route string, res *engine.Result, status int, bundle string, 
 			m.Decision = metrics.Allowed
 		}
 		m.FailedPolicies = res.FailedPolicies
+		m.Idle = res.Idle
 	}
 	return m
 }
@@ -464,6 +465,10 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 		if n := reader.errors.Load(); n > 0 {
 			line = line.Int32("cluster_read_errors", n)
 		}
+	}
+	if res.Idle {
+		// No binding acted: kube-apiserver called for nothing.
+		line = line.Bool("idle", true)
 	}
 	line.Int("status", http.StatusOK).Str("decision", decision).
 		Strs("failed_policies", res.FailedPolicies).Int("warnings", len(res.Response.Warnings)).

@@ -75,6 +75,10 @@ func (l *Lines) Review(ctx context.Context, r Review) {
 		e = e.Str("route_state", r.RouteState).Int(StaleRouteReviewsTotal, 1)
 		measures = append(measures, emfMeasure{StaleRouteReviewsTotal, "Count"})
 	}
+	if r.Idle {
+		e = e.Bool("idle", true).Int(IdleReviewsTotal, 1)
+		measures = append(measures, emfMeasure{IdleReviewsTotal, "Count"})
+	}
 	dimensions := [][]string{{"route", "decision"}}
 	if r.Cluster != "" {
 		e = e.Str("cluster", r.Cluster).Int(ClusterReviewsTotal, 1).Int(ClusterReadErrorsTotal, r.ClusterReadErrors)

@@ -66,18 +66,19 @@ func TestEMFLines(t *testing.T) {
 }
 
 // A review on a cluster's URL names the cluster, counts it and its failed
-// reads, under a second dimension set: cluster and decision.
+// reads, under a second dimension set: cluster and decision; an idle one
+// says so and is counted.
 func TestEMFLineOfACluster(t *testing.T) {
 	var buf bytes.Buffer
 	l := NewEMF(zerolog.New(&buf), nil)
-	l.Review(context.Background(), Review{Route: "/validate", Decision: Denied, Status: 200, Bundle: "b1", Cluster: "prod-eu", ClusterReadErrors: 2})
+	l.Review(context.Background(), Review{Route: "/validate", Decision: Denied, Status: 200, Bundle: "b1", Cluster: "prod-eu", ClusterReadErrors: 2, Idle: true})
 	var m map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
 		t.Fatal(err)
 	}
 	cw := m["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
 	wantDims := []any{[]any{"route", "decision"}, []any{"cluster", "decision"}}
-	if m["cluster"] != "prod-eu" || m["admitfn_cluster_reviews_total"] != float64(1) || m["admitfn_cluster_read_errors_total"] != float64(2) || !reflect.DeepEqual(cw["Dimensions"], wantDims) {
+	if m["idle"] != true || m["admitfn_idle_reviews_total"] != float64(1) || m["cluster"] != "prod-eu" || m["admitfn_cluster_reviews_total"] != float64(1) || m["admitfn_cluster_read_errors_total"] != float64(2) || !reflect.DeepEqual(cw["Dimensions"], wantDims) {
 		t.Errorf("line %v", m)
 	}
 }

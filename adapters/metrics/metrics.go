@@ -27,6 +27,10 @@ const (
 	// many in flight), each of which failed a policy.
 	ClusterReviewsTotal    = "admitfn_cluster_reviews_total"
 	ClusterReadErrorsTotal = "admitfn_cluster_read_errors_total"
+	// IdleReviewsTotal counts, by route, the reviews no binding acted on
+	// (none matched, or every match condition left the request out):
+	// calls kube-apiserver made for nothing.
+	IdleReviewsTotal = "admitfn_idle_reviews_total"
 )
 
 // Decisions of a review.
@@ -62,6 +66,8 @@ type Review struct {
 	// reads of it that failed.
 	Cluster           string
 	ClusterReadErrors int
+	// Idle: answered, and no binding acted on the request.
+	Idle bool
 }
 
 // Recorder receives reviews and rejected requests.

@@ -101,6 +101,10 @@ type Result struct {
 	// FailedPolicies had a failed validation, a failed mutation or an error
 	// (whatever their validationActions or failurePolicy made of it).
 	FailedPolicies []string
+	// Idle: no binding of the route acted on the request (none matched,
+	// or every one's match conditions left it out): kube-apiserver called
+	// the function for nothing.
+	Idle bool
 }
 
 // Load parses the bundle under dir in fsys and builds its engine.
@@ -291,7 +295,7 @@ func (e *Engine) Review(ctx context.Context, rt policy.Route, req *review.Reques
 			resp.AuditAnnotations[webhookAuditKey(k)] = res.AuditAnnotations[k]
 		}
 	}
-	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+	return &Result{Response: resp, FailedPolicies: res.FailedPolicies, Idle: !res.Acted}, nil
 }
 
 // mutate applies the route's mutating policies and answers with one JSON
@@ -304,16 +308,16 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	switch admissionv1.Operation(req.Operation) {
 	case admissionv1.Create, admissionv1.Update, admissionv1.Connect:
 	default:
-		return &Result{Response: resp}, nil
+		return &Result{Response: resp, Idle: true}, nil
 	}
 	if req.Object == nil {
-		return &Result{Response: resp}, nil
+		return &Result{Response: resp, Idle: true}, nil
 	}
 	attrs := celeval.NewAttributes(req)
 	hooks := r.mutating.candidates(attrs)
 	if len(hooks) == 0 {
 		// No policy of the route can match: nothing to encode or compare.
-		return &Result{Response: resp}, nil
+		return &Result{Response: resp, Idle: true}, nil
 	}
 	if e.deferred != nil {
 		prepare(e.deferred, e.deferred.mutators, hooks, func(h mutate.Hook) string { return h.Policy.Name })
@@ -337,7 +341,7 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 	}
 	if !res.Allowed {
 		resp.Allowed, resp.Result = false, res.Status
-		return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+		return &Result{Response: resp, FailedPolicies: res.FailedPolicies, Idle: !res.Acted}, nil
 	}
 	final, ok := res.Object.(*unstructured.Unstructured)
 	if !ok {
@@ -361,7 +365,7 @@ func (e *Engine) mutate(ctx context.Context, r *route, req *review.Request) (*Re
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}
-	return &Result{Response: resp, FailedPolicies: res.FailedPolicies}, nil
+	return &Result{Response: resp, FailedPolicies: res.FailedPolicies, Idle: !res.Acted}, nil
 }
 
 // jsonTree copies an unstructured value into the types jsondiff compares

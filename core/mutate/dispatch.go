@@ -87,6 +87,9 @@ type Result struct {
 	// FailedPolicies names the policies with a mutation that failed,
 	// whatever their failurePolicy made of it, for logs.
 	FailedPolicies []string
+	// Acted: a mutation ran (a policy matched past its match conditions),
+	// or the request was denied.
+	Acted bool
 }
 
 // Dispatch applies hooks to attrs' object, in order, each policy seeing the
@@ -94,7 +97,7 @@ type Result struct {
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, hooks []Hook) (Result, error) {
 	ctx, tr := validate.WithTrace(ctx)
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
-	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.Failed()}
+	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.Failed(), Acted: tr.Acted() || err != nil}
 	if err == nil {
 		return res, nil
 	}
@@ -121,6 +124,7 @@ type checked struct {
 }
 
 func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runtime.Object, error) {
+	validate.TraceActed(ctx)
 	r.OptionalVariables.Authorizer = celeval.ReviewAuthorizer(r.VersionedAttributes)
 	var err error
 	if c.readsNamespace {

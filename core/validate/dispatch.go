@@ -76,6 +76,9 @@ type Result struct {
 	// FailedPolicies names the policies with at least one failed validation
 	// or error, for logs.
 	FailedPolicies []string
+	// Acted: a binding acted on the review (Trace.Acted), or it was denied
+	// (a binding's configuration error denies without evaluating).
+	Acted bool
 }
 
 // ErrInternal marks a failure of the evaluation machinery itself (not a
@@ -90,7 +93,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, ho
 	attrs.Validating()
 
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
-	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.Failed()}
+	res := Result{Allowed: err == nil, Warnings: rec.list, FailedPolicies: tr.Failed(), Acted: tr.Acted() || err != nil}
 	res.AuditAnnotationKeys, res.AuditAnnotations = attrs.Annotations()
 	if err == nil {
 		return res, nil
@@ -132,9 +135,13 @@ func (w *warnings) AddWarning(_, text string) {
 
 type traceKey struct{}
 
-// Trace records, for a review's log line, which policies failed. Names only:
-// messages may quote object contents.
-type Trace struct{ failed []string }
+// Trace records, for a review's log line, which policies failed (names
+// only: messages may quote object contents), and whether any binding acted:
+// was evaluated past its match conditions.
+type Trace struct {
+	failed []string
+	acted  bool
+}
 
 // WithTrace returns ctx carrying a new Trace, and the Trace.
 func WithTrace(ctx context.Context) (context.Context, *Trace) {
@@ -158,6 +165,19 @@ func TraceFailure(ctx context.Context, policy string) {
 
 // Failed lists the failed policies in the order they failed.
 func (t *Trace) Failed() []string { return t.failed }
+
+// TraceActed records that a binding acted on the review, if ctx carries a
+// Trace.
+func TraceActed(ctx context.Context) {
+	if t, ok := ctx.Value(traceKey{}).(*Trace); ok {
+		t.acted = true
+	}
+}
+
+// Acted reports whether a binding acted: its policy was evaluated past its
+// match conditions (a validation, an audit annotation or an error), or a
+// mutation ran.
+func (t *Trace) Acted() bool { return t.acted }
 
 // tracingValidator notes which policies produced a failed validation or an
 // error, so a review's log line can name them without logging messages
@@ -189,6 +209,11 @@ func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.G
 		res = validating.ValidateResult{Decisions: []validating.PolicyDecision{{Action: action, Evaluation: validating.EvalError, Message: err.Error()}}}
 	} else {
 		res = v.Validator.Validate(ctx, matchedResource, versionedAttr, versionedParams, namespace, runtimeCELCostBudget, celeval.ReviewAuthorizer(versionedAttr))
+	}
+	if len(res.Decisions) > 0 || len(res.AuditAnnotations) > 0 {
+		// Upstream's validator answers nothing when the match conditions
+		// leave the request out.
+		TraceActed(ctx)
 	}
 	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
 		binding := ""

@@ -23,6 +23,7 @@ type Recorder struct {
 	stale    *prometheus.CounterVec
 	clusters *prometheus.CounterVec
 	readErrs *prometheus.CounterVec
+	idle     *prometheus.CounterVec
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
@@ -45,8 +46,10 @@ func New(bundle metrics.BundleStatus) *Recorder {
 			Help: "Reviews on a cluster's URL, by cluster and decision."}, []string{"cluster", "decision"}),
 		readErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.ClusterReadErrorsTotal,
 			Help: "Reads of a cluster that failed a policy: unreachable, slow, refused credentials or too many in flight."}, []string{"cluster"}),
+		idle: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.IdleReviewsTotal,
+			Help: "Reviews no binding acted on (none matched, or every match condition left the request out), by route: calls kube-apiserver made for nothing."}, []string{"route"}),
 	}
-	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale, r.clusters, r.readErrs,
+	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale, r.clusters, r.readErrs, r.idle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if bundle != nil {
 		r.registry.MustRegister(
@@ -69,6 +72,9 @@ func (r *Recorder) Review(_ context.Context, rv metrics.Review) {
 	r.duration.WithLabelValues(rv.Route, rv.Decision).Observe(float64(rv.Latency.Microseconds()) / 1000)
 	if rv.RouteState != "" {
 		r.stale.WithLabelValues(rv.RouteState).Inc()
+	}
+	if rv.Idle {
+		r.idle.WithLabelValues(rv.Route).Inc()
 	}
 	if rv.Cluster != "" {
 		r.clusters.WithLabelValues(rv.Cluster, rv.Decision).Inc()

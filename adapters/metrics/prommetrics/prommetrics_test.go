@@ -20,7 +20,7 @@ func TestScrape(t *testing.T) {
 	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
 	r.Review(ctx, metrics.Review{Route: "/validate/aaaaaaaaaa", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, RouteState: "retired"})
 	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Denied, Status: 200, Latency: time.Millisecond, Cluster: "prod-eu", ClusterReadErrors: 2})
-	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, Cluster: "prod-eu"})
+	r.Review(ctx, metrics.Review{Route: "/validate", Decision: metrics.Allowed, Status: 200, Latency: time.Millisecond, Cluster: "prod-eu", Idle: true})
 	r.Rejected(ctx)
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -30,6 +30,7 @@ func TestScrape(t *testing.T) {
 		`admitfn_cluster_reviews_total{cluster="prod-eu",decision="denied"} 1`,
 		`admitfn_cluster_reviews_total{cluster="prod-eu",decision="allowed"} 1`,
 		`admitfn_cluster_read_errors_total{cluster="prod-eu"} 2`,
+		`admitfn_idle_reviews_total{route="/validate"} 1`,
 		`admitfn_reviews_total{decision="error",route="unknown",status="404"} 1`,
 		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="5"} 2`,
 		`admitfn_review_duration_ms_bucket{decision="denied",route="/validate",le="50"} 3`,
