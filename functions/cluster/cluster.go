@@ -66,7 +66,7 @@ type Reader struct {
 
 	namespaces *cache[*corev1.Namespace]
 	decisions  *cache[decision]
-	scopes     *cache[meta.RESTScope]
+	mappings   *cache[*meta.RESTMapping]
 	params     *cache[runtime.Object]
 	lists      *cache[[]runtime.Object]
 }
@@ -105,7 +105,7 @@ func NewReader(c Cluster, cfg *rest.Config) (*Reader, error) {
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		namespaces: newCache[*corev1.Namespace](s.NamespaceTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		decisions:  newCache[decision](s.AuthorizerTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
-		scopes:     newCache[meta.RESTScope](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
+		mappings:   newCache[*meta.RESTMapping](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		params:     newCache[runtime.Object](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		lists:      newCache[[]runtime.Object](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 	}, nil
@@ -220,20 +220,11 @@ func (r *Reader) ParamScope(ctx context.Context, gvk schema.GroupVersionKind) (m
 }
 
 func (r *Reader) mapping(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	var mapping *meta.RESTMapping
-	_, err := r.scopes.get(ctx, gvk.String(), func(context.Context) (meta.RESTScope, error) {
+	return r.mappings.get(ctx, gvk.String(), func(context.Context) (*meta.RESTMapping, error) {
+		// Discovery takes no context: rest.Config.Timeout bounds it.
 		m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, readError(err)
-		}
-		return m.Scope, nil
+		return m, readError(err)
 	})
-	if err != nil {
-		return nil, err
-	}
-	// The mapper caches discovery itself: this reads no cluster.
-	mapping, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	return mapping, readError(err)
 }
 
 // Param reads one param object.
