@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/validate"
 )
 
 // apiServer answers what a Reader asks: namespace "shop" and
@@ -171,5 +173,40 @@ func TestConcurrentReviewsOfANamespaceMakeOneRequest(t *testing.T) {
 	// attributes in every review.
 	if n := api.requests.Load(); n != 2 {
 		t.Errorf("%d requests to the cluster, want 2 (one namespace, one SubjectAccessReview)", n)
+	}
+}
+
+// When a cluster already has maxInFlight reads out (here one, stuck), a
+// review that needs another is not queued: its policy fails at once with
+// a message that says so, and the failurePolicy (Ignore here) decides.
+func TestTooManyReadsFailThePolicyAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer stuck.Close()
+	defer close(release)
+	reader, err := NewReader(Cluster{Name: "stuck", MaxInFlight: 1}, &rest.Config{Host: stuck.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, rt := benchEngine(t)
+	ctx := corecluster.NewContext(context.Background(), reader)
+	first, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := e.Review(first, rt, deploymentReview(t, "one")); err == nil {
+		t.Fatal("the first review answered past its deadline")
+	}
+	// The first read is still out: the second review's is refused.
+	ctx, tr := validate.WithReport(ctx)
+	res, err := e.Review(ctx, rt, deploymentReview(t, "two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var messages []string
+	for _, ev := range tr.Evaluations {
+		messages = append(messages, ev.Message)
+	}
+	want := `namespaceObject: cannot read namespace "two" from cluster "stuck": cluster unavailable: too many reads of the cluster in flight`
+	if !res.Response.Allowed || len(messages) == 0 || messages[0] != want || reader.Stats().Counts().Errors < 2 {
+		t.Errorf("allowed %v, evaluations %q, counts %+v\nwant allowed (Ignore), first %q", res.Response.Allowed, messages, reader.Stats().Counts(), want)
 	}
 }
