@@ -39,9 +39,9 @@ spec: {policyName: no-prod-secrets, validationActions: [Deny]}
 `
 
 func namespaceCluster(name, env string) *clustertest.Cluster {
-	return &clustertest.Cluster{ClusterName: name, Namespaces: map[string]*corev1.Namespace{
+	return &clustertest.Cluster{Static: cluster.Static{ClusterName: name, Namespaces: map[string]*corev1.Namespace{
 		"default": {ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"env": env}}},
-	}}
+	}}}
 }
 
 // Each cluster's URL is answered from that cluster; a path naming a

@@ -24,7 +24,7 @@ func TestContextCarriesTheCluster(t *testing.T) {
 	if cluster.FromContext(context.Background()) != nil {
 		t.Error("a context without a cluster has one")
 	}
-	c := &clustertest.Cluster{ClusterName: "prod"}
+	c := &clustertest.Cluster{Static: cluster.Static{ClusterName: "prod"}}
 	got := cluster.FromContext(cluster.NewContext(context.Background(), c))
 	if got != cluster.Reader(c) || got.Name() != "prod" {
 		t.Errorf("got %v, want the cluster put in", got)

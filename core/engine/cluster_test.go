@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,7 +85,7 @@ func configMap(namespace, name, max string, labels map[string]any) *unstructured
 }
 
 func testCluster() *clustertest.Cluster {
-	return &clustertest.Cluster{
+	return &clustertest.Cluster{Static: cluster.Static{
 		ClusterName: "prod-eu",
 		Namespaces: map[string]*corev1.Namespace{
 			"shop": {ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"env": "prod"}}},
@@ -93,18 +94,9 @@ func testCluster() *clustertest.Cluster {
 		Objects:    []*unstructured.Unstructured{configMap("admitfn", "limits", "5", nil)},
 		Namespaced: map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "ConfigMap"}: true},
 		Allow: func(a authorizer.Attributes) bool {
-			return a.GetVerb() == "break-glass" && slicesContain(a.GetUser().GetGroups(), "sre")
+			return a.GetVerb() == "break-glass" && slices.Contains(a.GetUser().GetGroups(), "sre")
 		},
-	}
-}
-
-func slicesContain(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	}}
 }
 
 func TestReviewReadsItsCluster(t *testing.T) {

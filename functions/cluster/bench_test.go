@@ -14,6 +14,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -208,5 +209,20 @@ func TestTooManyReadsFailThePolicyAtOnce(t *testing.T) {
 	want := `namespaceObject: cannot read namespace "two" from cluster "stuck": cluster unavailable: too many reads of the cluster in flight`
 	if !res.Response.Allowed || len(messages) == 0 || messages[0] != want || reader.Stats().Counts().Errors < 2 {
 		t.Errorf("allowed %v, evaluations %q, counts %+v\nwant allowed (Ignore), first %q", res.Response.Allowed, messages, reader.Stats().Counts(), want)
+	}
+}
+
+// A namespace name no namespace can have (a caller's made-up review) is
+// not found without asking the cluster.
+func TestImpossibleNamespaceIsNotRead(t *testing.T) {
+	api := newAPIServer(t)
+	reader := benchReader(t, api)
+	for _, name := range []string{"Not/A/Name", strings.Repeat("a", 64), ""} {
+		if _, err := reader.Namespace(context.Background(), name); !apierrors.IsNotFound(err) {
+			t.Errorf("%q: %v, want NotFound", name, err)
+		}
+	}
+	if n := api.requests.Load(); n != 0 {
+		t.Errorf("%d requests to the cluster, want none", n)
 	}
 }

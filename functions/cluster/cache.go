@@ -13,6 +13,11 @@ import (
 	"github.com/admitfn/admitfn/core/cluster"
 )
 
+// maxCachedKey bounds the keys kept: a key holds what a caller sent (a
+// SubjectAccessReview's user, groups and extra), and a cache full of huge
+// ones would hold gigabytes. A larger key's answer is read, not kept.
+const maxCachedKey = 4 << 10
+
 // errTooManyReads is the answer while a cluster has maxInFlight reads
 // outstanding: a review never queues behind a slow cluster.
 var errTooManyReads = fmt.Errorf("%w: too many reads of the cluster in flight", cluster.ErrUnavailable)
@@ -108,7 +113,7 @@ func (c *cache[V]) fill(key string, f *flight[V], read func(context.Context) (V,
 	}
 	c.mu.Lock()
 	delete(c.flights, key)
-	if f.err == nil || apierrors.IsNotFound(f.err) {
+	if (f.err == nil || apierrors.IsNotFound(f.err)) && len(key) <= maxCachedKey {
 		c.entries[key] = c.lru.PushFront(&entry[V]{key: key, val: f.val, err: f.err, expires: c.now().Add(c.ttl)})
 		for c.lru.Len() > c.max {
 			oldest := c.lru.Back()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,5 +163,22 @@ func TestReadTimeoutBoundsARead(t *testing.T) {
 	})
 	if err == nil || err.Error() != "cluster unavailable: no answer in 20ms" {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A key larger than maxCachedKey (what a caller's user info can make) is
+// read every time, never kept.
+func TestHugeKeysAreNotKept(t *testing.T) {
+	c := testCache(time.Minute, 10, 4)
+	reads := 0
+	read := func(context.Context) (string, error) { reads++; return "v", nil }
+	huge := strings.Repeat("g", maxCachedKey+1)
+	for range 2 {
+		if v, err := c.get(context.Background(), huge, read); err != nil || v != "v" {
+			t.Fatalf("%q %v", v, err)
+		}
+	}
+	if reads != 2 || c.lru.Len() != 0 {
+		t.Errorf("%d reads, %d entries: want 2 reads and nothing kept", reads, c.lru.Len())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -82,6 +83,12 @@ type decision struct {
 func NewReader(c Cluster, cfg *rest.Config) (*Reader, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "admitfn"
+	s := c.withDefaults()
+	if cfg.Timeout == 0 {
+		// Discovery takes no context: this bounds it (the CLI's
+		// kubeconfigs set none).
+		cfg.Timeout = s.ReadTimeout.Duration
+	}
 	// Every read is bounded by the review (and readTimeout); client-go's
 	// own rate limiter would queue reviews behind each other.
 	cfg.QPS, cfg.Burst = -1, 0
@@ -97,7 +104,6 @@ func NewReader(c Cluster, cfg *rest.Config) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
-	s := c.withDefaults()
 	stats := &Stats{}
 	slots := make(chan struct{}, s.MaxInFlight)
 	return &Reader{
@@ -119,6 +125,12 @@ func (r *Reader) Stats() *Stats { return r.stats }
 
 // Namespace reads a namespace.
 func (r *Reader) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	// The name comes from the review's body: one no namespace can have is
+	// answered without a read, so a caller cannot make the function ask
+	// the cluster for (and cache) arbitrary strings.
+	if len(validation.IsDNS1123Label(name)) > 0 {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, clip(name, 70))
+	}
 	return r.namespaces.get(ctx, name, func(ctx context.Context) (*corev1.Namespace, error) {
 		ns, err := r.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		return ns, readError(err)

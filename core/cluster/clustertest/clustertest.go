@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,16 +16,11 @@ import (
 	"github.com/admitfn/admitfn/core/cluster"
 )
 
-// Cluster holds namespaces, params and an authorizer (cluster.Static's
-// fields). Err, when set, is every read's answer. It records the reads it
-// answered.
+// Cluster is a cluster.Static whose reads all fail with Err when it is
+// set, and which records the reads it answered.
 type Cluster struct {
-	ClusterName string
-	Namespaces  map[string]*corev1.Namespace
-	Objects     []*unstructured.Unstructured
-	Namespaced  map[schema.GroupVersionKind]bool
-	Allow       func(authorizer.Attributes) bool
-	Err         error
+	cluster.Static
+	Err error
 
 	mu    sync.Mutex
 	Asked []authorizer.Attributes
@@ -34,13 +28,6 @@ type Cluster struct {
 }
 
 var _ cluster.Reader = (*Cluster)(nil)
-
-// static is the cluster the fields describe.
-func (c *Cluster) static() *cluster.Static {
-	return &cluster.Static{ClusterName: c.ClusterName, Namespaces: c.Namespaces, Objects: c.Objects, Namespaced: c.Namespaced, Allow: c.Allow}
-}
-
-func (c *Cluster) Name() string { return c.ClusterName }
 
 func (c *Cluster) read() error {
 	c.mu.Lock()
@@ -53,7 +40,7 @@ func (c *Cluster) Namespace(ctx context.Context, name string) (*corev1.Namespace
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	return c.static().Namespace(ctx, name)
+	return c.Static.Namespace(ctx, name)
 }
 
 func (c *Cluster) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -63,26 +50,26 @@ func (c *Cluster) Authorize(ctx context.Context, a authorizer.Attributes) (autho
 	c.mu.Lock()
 	c.Asked = append(c.Asked, a)
 	c.mu.Unlock()
-	return c.static().Authorize(ctx, a)
+	return c.Static.Authorize(ctx, a)
 }
 
 func (c *Cluster) ParamScope(ctx context.Context, gvk schema.GroupVersionKind) (meta.RESTScope, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	return c.static().ParamScope(ctx, gvk)
+	return c.Static.ParamScope(ctx, gvk)
 }
 
 func (c *Cluster) Param(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (runtime.Object, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	return c.static().Param(ctx, gvk, namespace, name)
+	return c.Static.Param(ctx, gvk, namespace, name)
 }
 
 func (c *Cluster) Params(ctx context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]runtime.Object, error) {
 	if err := c.read(); err != nil {
 		return nil, err
 	}
-	return c.static().Params(ctx, gvk, namespace, selector)
+	return c.Static.Params(ctx, gvk, namespace, selector)
 }
