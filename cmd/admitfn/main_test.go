@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/admitfn/admitfn/core/version"
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -78,6 +79,30 @@ func TestRenderExamples(t *testing.T) {
 		if stdout.String() != string(want) {
 			t.Errorf("render -o %s differs from %s:\n%s", format, golden, stdout.String())
 		}
+		// What was pushed down, and what was not, on standard error.
+		report := filepath.Join("testdata", "render-examples.report")
+		if *update {
+			os.WriteFile(report, stderr.Bytes(), 0o644)
+		}
+		if want, err := os.ReadFile(report); err != nil || stderr.String() != string(want) {
+			t.Errorf("render -o %s: report differs from %s (%v):\n%s", format, report, err, stderr.String())
+		}
+	}
+	// Turned off, or quiet.
+	for _, tc := range []struct {
+		flag                 string
+		conditions, reported bool
+	}{{"--push-down=false", false, false}, {"-q", true, false}, {"--quiet", true, false}} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"render", "-p", "../../policies/examples", "--url", "https://127.0.0.1:8443", tc.flag}, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.flag, code, stderr.String())
+		}
+		if got := strings.Contains(stdout.String(), "matchConditions:"); got != tc.conditions {
+			t.Errorf("%s: matchConditions rendered: %v, want %v", tc.flag, got, tc.conditions)
+		}
+		if got := stderr.Len() > 0; got != tc.reported {
+			t.Errorf("%s: report %q", tc.flag, stderr.String())
+		}
 	}
 }
 
@@ -142,5 +167,36 @@ func TestVersion(t *testing.T) {
 	info := version.Get()
 	if want := map[string]string{"version": info.Version, "revision": info.Revision, "kubernetes": "v1.37.2", "go": runtime.Version()}; !reflect.DeepEqual(got, want) {
 		t.Errorf("version -o json: %v, want %v", got, want)
+	}
+}
+
+// docs/cluster.md's push-down report is render's, for the two policies it
+// names, in one file.
+func TestPushDownDoc(t *testing.T) {
+	block := doccheck.Find(t, "docs/cluster.md", 1)[0]
+	dir := t.TempDir()
+	var bundle []byte
+	for i, name := range []string{"conditions.yaml", "names.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../core/render/testdata/pushdown", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			bundle = append(bundle, "---\n"...)
+		}
+		bundle = append(bundle, data...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policies.yaml"), bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"render", "-p", dir, "--url", "https://fn.example.com"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if stderr.String() != block.Text {
+		t.Errorf("%s shows\n%s\nrender prints\n%s", block, block.Text, stderr.String())
+	}
+	if n := strings.Count(stdout.String(), "name: admitfn.io/could-act"); n != 1 {
+		t.Errorf("%d conditions admitfn.io/could-act:\n%s", n, stdout.String())
 	}
 }

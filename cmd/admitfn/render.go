@@ -20,7 +20,7 @@ func (c *cli) renderCmd() *cobra.Command {
 	var (
 		policies, url, caFile, name, output, clusterName string
 		timeout                                          int
-		includeKubeSystem                                bool
+		includeKubeSystem, pushDown, quiet               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "render -p BUNDLE --url https://HOST[:PORT][/prefix]",
@@ -31,7 +31,16 @@ MutatingWebhookConfiguration for its MutatingAdmissionPolicyBindings (each only
 when the bundle has such bindings). Each holds one webhook per policy group
 (bindings that kube-apiserver can pre-filter alike) calling the function on its
 own route. YAML output is one document per configuration; JSON output is a v1
-List of them. Apply either with kubectl apply -f -.`,
+List of them. Apply either with kubectl apply -f -.
+
+Push-down: each webhook gets a matchCondition that kube-apiserver evaluates
+before calling, true whenever a binding of its group could act on the
+request: the policies' own matchConditions where a webhook's may read what
+they read, and what the bindings' match resources say that rules and
+selectors cannot (resourceNames, excludeResourceRules, each binding's
+operations, resources and scope). What was pushed for each webhook, and what
+was not and why, goes to standard error (--quiet: not). --push-down=false
+renders no condition (docs/cluster.md, "Fewer calls").`,
 		Example: `  admitfn render -p policies/ --url https://fn.example.com/TOKEN | kubectl apply -f -
   admitfn render -p policies/ --url https://fn.example.com/TOKEN --cluster prod-eu | kubectl apply -f -
   admitfn render -p policies/ --url https://10.0.0.5:8443 --ca-bundle ca.pem -o json`,
@@ -40,7 +49,7 @@ List of them. Apply either with kubectl apply -f -.`,
 			if err := checkOutput(output, "yaml", "json"); err != nil {
 				return err
 			}
-			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem}, caFile)
+			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem, PushDown: pushDown}, caFile, quiet)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -51,11 +60,13 @@ List of them. Apply either with kubectl apply -f -.`,
 	f.StringVar(&clusterName, "cluster", "", "the cluster these configurations are for, one of the function's ADMITFN_CLUSTERS: its URLs carry the name, and the function answers them from that cluster")
 	f.IntVar(&timeout, "timeout", render.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
 	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
+	f.BoolVar(&pushDown, "push-down", true, "add matchConditions that skip calls no binding could act on")
+	f.BoolVarP(&quiet, "quiet", "q", false, "do not print the push-down report on standard error")
 	outputFlag(cmd, &output, "yaml", "json")
 	return cmd
 }
 
-func (c *cli) render(policies, output string, opts render.Options, caFile string) error {
+func (c *cli) render(policies, output string, opts render.Options, caFile string, quiet bool) error {
 	if opts.URL == "" {
 		return usagef("--url is required: the function's base URL, https://HOST[:PORT][/prefix]")
 	}
@@ -75,9 +86,19 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 	if err != nil {
 		return err
 	}
+	opts.Policies = eng.Policies()
 	items, err := renderItems(eng.Groups(), opts)
 	if err != nil {
 		return err
+	}
+	if opts.PushDown && !quiet && len(items) > 0 {
+		reports, err := render.Reports(eng.Groups(), opts)
+		if err != nil {
+			return err
+		}
+		for _, r := range reports {
+			fmt.Fprint(c.err, r.String())
+		}
 	}
 	if len(items) == 0 {
 		return fmt.Errorf("the bundle %s has no bindings: there is nothing for kube-apiserver to call", bundleName(policies))
@@ -141,8 +162,9 @@ func renderList(items []any) ([]byte, error) {
 }
 
 // publishedWebhooks is what push stores at bundle.WebhooksKey: render -o
-// json of groups with the URL bundle.WebhooksURL, for the Terraform
-// webhook module to point at the function.
+// json --push-down=false of groups with the URL bundle.WebhooksURL, for the
+// Terraform webhook module to point at the function (its Kubernetes
+// provider cannot express matchConditions).
 func publishedWebhooks(groups []*policy.Group) ([]byte, error) {
 	items, err := renderItems(groups, render.Options{URL: bundle.WebhooksURL})
 	if err != nil {

@@ -40,6 +40,11 @@ type Options struct {
 	// an outage of the function must never be able to block the control
 	// plane's own namespace.
 	IncludeKubeSystem bool
+	// PushDown adds to each webhook a matchCondition that skips the call
+	// when no binding of its group could act (pushdown.go); it needs
+	// Policies, the bundle the groups are of.
+	PushDown bool
+	Policies *policy.Set
 }
 
 // webhookDomain suffixes every webhook name; kube-apiserver requires names
@@ -54,6 +59,8 @@ type webhook struct {
 	fp      admissionregistrationv1.FailurePolicyType
 	timeout int32
 	group   *policy.Group
+	conds   []admissionregistrationv1.MatchCondition
+	report  *Report
 }
 
 // webhooks renders the shared part of each group of type t.
@@ -102,14 +109,23 @@ func webhooks(groups []*policy.Group, t policy.Type, opts Options) (metav1.Objec
 		if name != "admitfn" {
 			hook += "." + name
 		}
-		out = append(out, webhook{
+		w := webhook{
 			name:    hook + "." + webhookDomain,
 			client:  admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: opts.CABundle},
 			nsSel:   nsSel,
 			fp:      g.FailurePolicy,
 			timeout: timeout,
 			group:   g,
-		})
+		}
+		if opts.PushDown {
+			if opts.Policies == nil {
+				return metav1.ObjectMeta{}, nil, errors.New("push-down needs the bundle's policies")
+			}
+			rep := PushDown(g, opts.Policies, w.name, opts.Cluster != "")
+			w.report = &rep
+			w.conds = rep.Conditions
+		}
+		out = append(out, w)
 	}
 	return meta, out, nil
 }
@@ -139,6 +155,7 @@ func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.
 			SideEffects:             &se,
 			TimeoutSeconds:          &h.timeout,
 			AdmissionReviewVersions: []string{"v1", "v1beta1"},
+			MatchConditions:         h.conds,
 		})
 	}
 	return cfg, nil
@@ -176,9 +193,28 @@ func Mutating(groups []*policy.Group, opts Options) (*admissionregistrationv1.Mu
 			TimeoutSeconds:          &h.timeout,
 			AdmissionReviewVersions: []string{"v1", "v1beta1"},
 			ReinvocationPolicy:      &rp,
+			MatchConditions:         h.conds,
 		})
 	}
 	return cfg, nil
+}
+
+// Reports are the push-down reports of every webhook Validating and
+// Mutating render with opts, in their order; none without opts.PushDown.
+func Reports(groups []*policy.Group, opts Options) ([]Report, error) {
+	var out []Report
+	for _, t := range []policy.Type{policy.Validating, policy.Mutating} {
+		_, hooks, err := webhooks(groups, t, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hooks {
+			if h.report != nil {
+				out = append(out, *h.report)
+			}
+		}
+	}
+	return out, nil
 }
 
 // baseURL checks u the way kube-apiserver validates clientConfig.url and

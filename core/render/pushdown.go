@@ -1,0 +1,661 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+
+	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/policy"
+)
+
+// Push-down: a webhook's matchConditions that kube-apiserver evaluates
+// before calling the function, true whenever at least one binding of the
+// webhook's group could act on the request.
+//
+// One condition, an OR of a term per binding. A term is
+//
+//	(D && C) || (A && !D)
+//
+// D: the request matches the binding's and its policy's rules directly and
+// no exclude rule through any equivalent resource could hold (so the
+// binding matches in-cluster); A: it could match through an equivalent
+// resource (same resource name in another group or version: Kubernetes
+// registers equivalents that way) and no exclude rule matches it directly
+// (so a binding that matches in-cluster has A); C: the policy's own
+// matchConditions that can be pushed (PushedCondition). Rule checks read
+// only what every request has, guarded with has(), and cannot fail.
+//
+// Errors. C may fail to evaluate in kube-apiserver exactly when it fails in
+// the function, on the same input. A failed term makes the condition fail
+// only when no term is true; kube-apiserver then applies the webhook's
+// failurePolicy, the group's. Ignore skips the call, and the function
+// would have skipped every binding too (a failing matchCondition under
+// Ignore skips its policy). Fail rejects the request, which the function
+// would too only if that binding surely fails: so under Fail a policy's
+// conditions are pushed only when all of them are, its binding has no
+// paramRef (conditions are evaluated per param, after params are found)
+// and, for a validating binding, denies. D makes the term fail only when
+// the binding matches.
+//
+// Cost. Upstream evaluates a webhook's conditions with a per-call limit
+// and a budget; the condition is pushed only with a bound on its cost
+// within the per-call limit on every request kube-apiserver accepts,
+// dropping the costliest binding's conditions until one holds.
+
+// PushDownName names the condition render adds.
+const PushDownName = "admitfn.io/could-act"
+
+// Report is what push-down did for one webhook.
+type Report struct {
+	Webhook string
+	// Conditions are the matchConditions added.
+	Conditions []admissionregistrationv1.MatchCondition
+	// Bindings, in the group's order.
+	Bindings []BindingReport
+}
+
+// BindingReport is what was pushed for one binding, and what was not.
+type BindingReport struct {
+	Binding, Policy string
+	// Pushed names what its term checks beyond the webhook's rules and
+	// selectors: "matchCondition <name>", "resourceNames", ….
+	Pushed []string
+	// Kept are what the function alone checks, and why.
+	Kept []Kept
+}
+
+// Kept is one thing left to the function.
+type Kept struct{ What, Why string }
+
+// binding is what push-down needs of one binding of either type.
+type binding struct {
+	name, policy           string
+	policyRules, bindRules *admissionregistrationv1.MatchResources
+	conditions             []admissionregistrationv1.MatchCondition
+	hasParamRef            bool
+	denies                 bool
+}
+
+// bindingsOf returns the group's bindings with their policies.
+func bindingsOf(g *policy.Group, set *policy.Set) []binding {
+	var out []binding
+	for _, b := range g.Bindings {
+		p := set.Policy(b.Spec.PolicyName)
+		if p == nil {
+			continue
+		}
+		out = append(out, binding{
+			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
+			conditions: p.Spec.MatchConditions, hasParamRef: b.Spec.ParamRef != nil,
+			denies: slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny),
+		})
+	}
+	for _, b := range g.MutatingBindings {
+		p := set.MutatingPolicy(b.Spec.PolicyName)
+		if p == nil {
+			continue
+		}
+		out = append(out, binding{
+			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
+			conditions: p.Spec.MatchConditions, hasParamRef: b.Spec.ParamRef != nil, denies: true,
+		})
+	}
+	return out
+}
+
+// candidate is a binding's pushable conditions and their bound.
+type candidate struct {
+	conds []admissionregistrationv1.MatchCondition
+	// resource: the indexes of conds that read request.resource.
+	resource []int
+	cost     uint64
+	bounded  bool
+}
+
+// PushDown computes the push-down of group g of set, for a webhook named
+// webhookName. clusterAccess: the function reads the authorizer from the
+// cluster it serves (render --cluster), so conditions that ask it may be
+// pushed.
+//
+// A group of one binding whose rules the webhook's already are gets the
+// policy's pushable conditions as they are, each its own matchCondition in
+// the policy's order: kube-apiserver evaluates them with the limits and
+// budget it gives the policy's. Any other group gets one condition, the OR
+// of its bindings' terms, with a cost bound.
+func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAccess bool) Report {
+	rep := Report{Webhook: webhookName}
+	bindings := bindingsOf(g, set)
+	verbatim := false
+	if len(bindings) == 1 {
+		d, a, _, _ := ruleTerms(g, bindings[0])
+		verbatim = d == "true" && a == "true"
+	}
+	cands := make([]candidate, len(bindings))
+	for i, b := range bindings {
+		br := BindingReport{Binding: b.name, Policy: b.policy}
+		var cand candidate
+		cand.bounded = true
+		for _, c := range b.conditions {
+			why, reads, cost := pushable1(c.Expression, clusterAccess)
+			if why == "" && verbatim && reads.RequestResource && !everyGroupVersion(g.Rules) {
+				why = "reads request.resource, which a webhook's conditions see as requested and the policy as its rules matched it (an equivalent resource)"
+			}
+			if why == "" && !verbatim && cost == unboundedCost {
+				why = "its cost has no bound within kube-apiserver's per-call limit on every request, and it would share one with the other bindings' conditions"
+			}
+			if why != "" {
+				br.Kept = append(br.Kept, Kept{"matchCondition " + c.Name, why})
+				continue
+			}
+			if reads.RequestResource {
+				cand.resource = append(cand.resource, len(cand.conds))
+			}
+			cand.conds = append(cand.conds, c)
+			cand.cost += cost
+		}
+		if len(cand.conds) > 0 && g.FailurePolicy != admissionregistrationv1.Ignore {
+			why := ""
+			switch {
+			case len(cand.conds) < len(b.conditions):
+				why = "under failurePolicy Fail a policy's conditions go together, and not all of them can"
+			case b.hasParamRef:
+				why = "under failurePolicy Fail: the binding has a paramRef, and its conditions fail only once a param is found"
+			case !b.denies:
+				why = "under failurePolicy Fail: the binding does not Deny, so a failing condition does not reject"
+			}
+			if why != "" {
+				for _, c := range cand.conds {
+					br.Kept = append(br.Kept, Kept{"matchCondition " + c.Name, why})
+				}
+				cand = candidate{}
+			}
+		}
+		cands[i] = cand
+		rep.Bindings = append(rep.Bindings, br)
+	}
+	if verbatim {
+		for _, c := range cands[0].conds {
+			rep.Conditions = append(rep.Conditions, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: c.Expression})
+			rep.Bindings[0].Pushed = append(rep.Bindings[0].Pushed, "matchCondition "+c.Name)
+		}
+		fill(&rep)
+		return rep
+	}
+	// Drop the costliest binding's conditions until the whole is bounded.
+	for {
+		expr, pushed := condition(g, bindings, cands)
+		if expr == "true" {
+			fill(&rep)
+			return rep
+		}
+		_, err := celeval.CheckWebhookCondition(expr)
+		if err == nil {
+			rep.Conditions = []admissionregistrationv1.MatchCondition{{Name: PushDownName, Expression: expr}}
+			for i := range rep.Bindings {
+				rep.Bindings[i].Pushed = pushed[i]
+			}
+			fill(&rep)
+			return rep
+		}
+		if worst := costliest(cands); worst >= 0 {
+			why := "with the other bindings' conditions, no cost bound within kube-apiserver's per-call limit"
+			if !celeval.IsUnbounded(err) {
+				why = "kube-apiserver would refuse the combined condition: " + err.Error()
+			}
+			for _, c := range cands[worst].conds {
+				rep.Bindings[worst].Kept = append(rep.Bindings[worst].Kept, Kept{"matchCondition " + c.Name, why})
+			}
+			cands[worst] = candidate{}
+			continue
+		}
+		// Rule checks alone failed: a bug, never a reason to call less.
+		for i := range rep.Bindings {
+			rep.Bindings[i].Kept = append(rep.Bindings[i].Kept, Kept{"everything", "the rule checks did not compile: " + err.Error()})
+		}
+		return rep
+	}
+}
+
+const unboundedCost = ^uint64(0)
+
+// pushable1 says why a policy's matchCondition cannot be pushed ("" if it
+// can), what it reads, and bounds its cost (unboundedCost: no bound).
+func pushable1(expr string, clusterAccess bool) (string, celeval.Reads, uint64) {
+	reads, err := celeval.ExpressionReads(expr)
+	if err != nil {
+		return "does not parse: " + err.Error(), reads, 0
+	}
+	for _, v := range reads.Variables {
+		switch v {
+		case plugincel.ParamsVarName:
+			return "reads params, which kube-apiserver does not give a webhook's conditions", reads, 0
+		case plugincel.NamespaceVarName:
+			return "reads namespaceObject, which kube-apiserver does not give a webhook's conditions", reads, 0
+		case plugincel.VariableVarName:
+			return "reads variables, which a webhook's conditions do not have", reads, 0
+		case plugincel.AuthorizerVarName, plugincel.RequestResourceAuthorizerVarName:
+			if !clusterAccess {
+				return "reads authorizer, which the function answers only with cluster access (render --cluster)", reads, 0
+			}
+		}
+	}
+	cost, err := celeval.CheckWebhookCondition(expr)
+	switch {
+	case celeval.IsUnbounded(err):
+		return "", reads, unboundedCost
+	case err != nil:
+		return "kube-apiserver would refuse it as a webhook condition: " + err.Error(), reads, 0
+	}
+	return "", reads, cost
+}
+
+// everyGroupVersion: each rule matches every group and version, so a
+// request the webhook matches it matches as requested.
+func everyGroupVersion(rules []admissionregistrationv1.RuleWithOperations) bool {
+	for _, r := range rules {
+		if !slices.Contains(r.APIGroups, "*") || !slices.Contains(r.APIVersions, "*") {
+			return false
+		}
+	}
+	return true
+}
+
+// costliest is the index of the candidate with the highest bound, -1 if
+// none has conditions.
+func costliest(cands []candidate) int {
+	worst := -1
+	for i, c := range cands {
+		if len(c.conds) > 0 && (worst < 0 || c.cost > cands[worst].cost) {
+			worst = i
+		}
+	}
+	return worst
+}
+
+// fill says, for a binding with nothing pushed or kept, why.
+func fill(rep *Report) {
+	for i := range rep.Bindings {
+		if len(rep.Conditions) == 0 {
+			rep.Bindings[i].Pushed = nil
+		}
+		if len(rep.Bindings[i].Kept) == 0 && len(rep.Bindings[i].Pushed) == 0 {
+			rep.Bindings[i].Kept = []Kept{{"nothing", "the webhook's rules and selectors already send only what it could act on"}}
+		}
+	}
+}
+
+// condition is the OR of the bindings' terms, and what each term checks.
+func condition(g *policy.Group, bindings []binding, cands []candidate) (string, [][]string) {
+	terms := make([]string, len(bindings))
+	pushed := make([][]string, len(bindings))
+	contributionOnly := true
+	for i, b := range bindings {
+		direct, any, what, contribution := ruleTerms(g, b)
+		var conds []string
+		for j, c := range cands[i].conds {
+			conds = append(conds, "("+strings.TrimSpace(c.Expression)+")")
+			what = append(what, "matchCondition "+c.Name)
+			if slices.Contains(cands[i].resource, j) {
+				// request.resource is what the function sees only
+				// when the webhook's rules match the request directly.
+				direct = and(direct, groupRulesExpr(g))
+			}
+		}
+		contributionOnly = contributionOnly && contribution && len(conds) == 0
+		c := and(conds...)
+		switch {
+		case c == "true":
+			terms[i] = any // D implies A
+		case any == direct:
+			terms[i] = and(direct, c)
+		default:
+			terms[i] = or(and(direct, c), and(any, not(direct)))
+		}
+		pushed[i] = what
+	}
+	if contributionOnly {
+		// Every term is the rules its binding adds to the webhook's:
+		// together, the webhook's rules.
+		return "true", pushed
+	}
+	return or(terms...), pushed
+}
+
+func groupRulesExpr(g *policy.Group) string {
+	named := make([]admissionregistrationv1.NamedRuleWithOperations, len(g.Rules))
+	for i, r := range g.Rules {
+		named[i] = admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: r}
+	}
+	return rulesExpr(named, true)
+}
+
+// ruleTerms are D and A of a binding (see above), what they check beyond
+// the webhook's rules, and whether that is only the rules the binding adds
+// to the webhook's (its own, or its policy's when it has none).
+func ruleTerms(g *policy.Group, b binding) (direct, any string, what []string, contributionOnly bool) {
+	var dParts, aParts []string
+	contributionOnly = true
+	contribution := b.policyRules
+	if b.bindRules != nil && len(b.bindRules.ResourceRules) > 0 {
+		contribution = b.bindRules
+	}
+	for _, mr := range []*admissionregistrationv1.MatchResources{b.policyRules, b.bindRules} {
+		if mr == nil {
+			continue
+		}
+		exact := mr.MatchPolicy != nil && *mr.MatchPolicy == admissionregistrationv1.Exact
+		switch {
+		case len(mr.ResourceRules) == 0:
+		case mr != contribution && covers(mr.ResourceRules, contribution.ResourceRules):
+			// The policy's rules hold every rule of its binding.
+		case exact || hasNames(mr.ResourceRules) || !sameRules(mr.ResourceRules, g.Rules):
+			dParts = append(dParts, rulesExpr(mr.ResourceRules, true))
+			aParts = append(aParts, rulesExpr(mr.ResourceRules, exact))
+			what = append(what, "resource rules")
+			if hasNames(mr.ResourceRules) {
+				what = append(what, "resourceNames")
+				contributionOnly = false
+			}
+			if exact {
+				// The webhook matches equivalents; an Exact policy
+				// does not.
+				what = append(what, "matchPolicy Exact")
+				contributionOnly = false
+			}
+			if mr != contribution {
+				contributionOnly = false
+			}
+		}
+		if len(mr.ExcludeResourceRules) > 0 {
+			// D needs every possible exclusion ruled out, A only the
+			// direct one.
+			dParts = append(dParts, not(rulesExpr(mr.ExcludeResourceRules, exact)))
+			aParts = append(aParts, not(rulesExpr(mr.ExcludeResourceRules, true)))
+			what = append(what, "excludeResourceRules")
+			contributionOnly = false
+		}
+	}
+	return and(dParts...), and(aParts...), dedup(what), contributionOnly
+}
+
+// covers: every rule of inner is within one rule of outer (operations,
+// groups, versions, resources, scope and names), so matching inner implies
+// matching outer.
+func covers(outer, inner []admissionregistrationv1.NamedRuleWithOperations) bool {
+	for _, in := range inner {
+		if !slices.ContainsFunc(outer, func(out admissionregistrationv1.NamedRuleWithOperations) bool { return ruleCovers(out, in) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func ruleCovers(out, in admissionregistrationv1.NamedRuleWithOperations) bool {
+	within := func(o, i []string) bool {
+		if slices.Contains(o, "*") {
+			return true
+		}
+		for _, x := range i {
+			if !slices.Contains(o, x) {
+				return false
+			}
+		}
+		return true
+	}
+	scope := func(s *admissionregistrationv1.ScopeType) admissionregistrationv1.ScopeType {
+		if s == nil {
+			return admissionregistrationv1.AllScopes
+		}
+		return *s
+	}
+	if !within(opStrings(out.Operations), opStrings(in.Operations)) || !within(out.APIGroups, in.APIGroups) ||
+		!within(out.APIVersions, in.APIVersions) {
+		return false
+	}
+	if scope(out.Scope) != admissionregistrationv1.AllScopes && scope(out.Scope) != scope(in.Scope) {
+		return false
+	}
+	if len(out.ResourceNames) > 0 && (len(in.ResourceNames) == 0 || !within(out.ResourceNames, in.ResourceNames)) {
+		return false
+	}
+	for _, r := range in.Resources {
+		name, sub, _ := strings.Cut(r, "/")
+		if !slices.ContainsFunc(out.Resources, func(o string) bool {
+			oName, oSub, _ := strings.Cut(o, "/")
+			return (oName == "*" || oName == name) && (oSub == "*" || oSub == sub)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for _, x := range s {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ruleWhat names what rules check that a webhook's union of rules cannot.
+func ruleWhat(rules []admissionregistrationv1.NamedRuleWithOperations) []string {
+	what := []string{"resource rules"}
+	if hasNames(rules) {
+		what = append(what, "resourceNames")
+	}
+	return what
+}
+
+func hasNames(rules []admissionregistrationv1.NamedRuleWithOperations) bool {
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sameRules: rules, without names, are the group's rules, as a set.
+func sameRules(rules []admissionregistrationv1.NamedRuleWithOperations, group []admissionregistrationv1.RuleWithOperations) bool {
+	var plain []admissionregistrationv1.RuleWithOperations
+	for _, r := range rules {
+		plain = appendUnique(plain, admissionregistrationv1.RuleWithOperations(r.RuleWithOperations))
+	}
+	if len(plain) != len(group) {
+		return false
+	}
+	for _, r := range plain {
+		if !slices.ContainsFunc(group, func(o admissionregistrationv1.RuleWithOperations) bool { return equalRule(r, o) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func appendUnique(rules []admissionregistrationv1.RuleWithOperations, r admissionregistrationv1.RuleWithOperations) []admissionregistrationv1.RuleWithOperations {
+	if slices.ContainsFunc(rules, func(o admissionregistrationv1.RuleWithOperations) bool { return equalRule(r, o) }) {
+		return rules
+	}
+	return append(rules, r)
+}
+
+func equalRule(a, b admissionregistrationv1.RuleWithOperations) bool {
+	scope := func(s *admissionregistrationv1.ScopeType) admissionregistrationv1.ScopeType {
+		if s == nil {
+			return admissionregistrationv1.AllScopes
+		}
+		return *s
+	}
+	return slices.Equal(a.Operations, b.Operations) && slices.Equal(a.APIGroups, b.APIGroups) &&
+		slices.Equal(a.APIVersions, b.APIVersions) && slices.Equal(a.Resources, b.Resources) && scope(a.Scope) == scope(b.Scope)
+}
+
+// The request's optional fields: absent from the request CEL reads when
+// empty, so read through has().
+const (
+	subresource  = `(has(request.subResource) ? request.subResource : "")`
+	namespaceRes = `(request.resource.group == "" && request.resource.version == "v1" && request.resource.resource == "namespaces")`
+)
+
+// rulesExpr is true when the request matches one of rules as upstream's
+// rule matcher (k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules)
+// and resource names decide; with exact false, by resource name alone
+// (any group and version).
+func rulesExpr(rules []admissionregistrationv1.NamedRuleWithOperations, exact bool) string {
+	var terms []string
+	for _, r := range rules {
+		parts := []string{
+			inList("request.operation", opStrings(r.Operations)),
+		}
+		if exact {
+			parts = append(parts, inList("request.resource.group", r.APIGroups), inList("request.resource.version", r.APIVersions))
+		}
+		parts = append(parts, resourcesExpr(r.Resources), scopeExpr(r.Scope))
+		if len(r.ResourceNames) > 0 {
+			parts = append(parts, "has(request.name)", inList("request.name", r.ResourceNames))
+		}
+		terms = append(terms, and(parts...))
+	}
+	return or(terms...)
+}
+
+func opStrings(ops []admissionregistrationv1.OperationType) []string {
+	out := make([]string, len(ops))
+	for i, o := range ops {
+		out[i] = string(o)
+	}
+	return out
+}
+
+// inList: field is one of values; true when values hold "*".
+func inList(field string, values []string) string {
+	if slices.Contains(values, "*") {
+		return "true"
+	}
+	if len(values) == 0 {
+		return "false"
+	}
+	if len(values) == 1 {
+		return field + " == " + quote(values[0])
+	}
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = quote(v)
+	}
+	return field + " in [" + strings.Join(q, ", ") + "]"
+}
+
+func resourcesExpr(resources []string) string {
+	var terms []string
+	for _, res := range resources {
+		name, sub, _ := strings.Cut(res, "/")
+		var parts []string
+		if name != "*" {
+			parts = append(parts, "request.resource.resource == "+quote(name))
+		}
+		if sub != "*" {
+			parts = append(parts, subresource+" == "+quote(sub))
+		}
+		terms = append(terms, and(parts...))
+	}
+	return or(terms...)
+}
+
+func scopeExpr(s *admissionregistrationv1.ScopeType) string {
+	if s == nil {
+		return "true"
+	}
+	switch *s {
+	case admissionregistrationv1.NamespacedScope:
+		return and("has(request.namespace)", not(namespaceRes))
+	case admissionregistrationv1.ClusterScope:
+		return or("!has(request.namespace)", namespaceRes)
+	}
+	return "true"
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+// and, or and not fold the constants true and false.
+func and(parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		switch p {
+		case "true", "":
+			continue
+		case "false":
+			return "false"
+		}
+		keep = append(keep, p)
+	}
+	switch len(keep) {
+	case 0:
+		return "true"
+	case 1:
+		return keep[0]
+	}
+	return "(" + strings.Join(keep, " && ") + ")"
+}
+
+func or(parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		switch p {
+		case "false", "":
+			continue
+		case "true":
+			return "true"
+		}
+		if !slices.Contains(keep, p) {
+			keep = append(keep, p)
+		}
+	}
+	switch len(keep) {
+	case 0:
+		return "false"
+	case 1:
+		return keep[0]
+	}
+	return "(" + strings.Join(keep, " || ") + ")"
+}
+
+func not(p string) string {
+	switch p {
+	case "true":
+		return "false"
+	case "false":
+		return "true"
+	}
+	return "!(" + p + ")"
+}
+
+// String is the report as render prints it.
+func (r Report) String() string {
+	var b strings.Builder
+	switch len(r.Conditions) {
+	case 0:
+		fmt.Fprintf(&b, "%s: nothing pushed down\n", r.Webhook)
+	case 1:
+		fmt.Fprintf(&b, "%s: 1 matchCondition\n", r.Webhook)
+	default:
+		fmt.Fprintf(&b, "%s: %d matchConditions\n", r.Webhook, len(r.Conditions))
+	}
+	for _, br := range r.Bindings {
+		fmt.Fprintf(&b, "  binding %s (policy %s)\n", br.Binding, br.Policy)
+		for _, p := range br.Pushed {
+			fmt.Fprintf(&b, "    pushed: %s\n", p)
+		}
+		for _, k := range br.Kept {
+			fmt.Fprintf(&b, "    not pushed: %s: %s\n", k.What, k.Why)
+		}
+	}
+	return b.String()
+}
