@@ -498,12 +498,16 @@ func equalRule(a, b admissionregistrationv1.RuleWithOperations) bool {
 		slices.Equal(a.APIVersions, b.APIVersions) && slices.Equal(a.Resources, b.Resources) && scope(a.Scope) == scope(b.Scope)
 }
 
-// The request's optional fields: absent from the request CEL reads when
-// empty, so read through has().
-const (
-	subresource  = `(has(request.subResource) ? request.subResource : "")`
-	namespaceRes = `(request.resource.group == "" && request.resource.version == "v1" && request.resource.resource == "namespaces")`
-)
+// The request's optional fields (subResource, namespace, name) are absent
+// from the request CEL reads when empty, so read through has().
+const namespaceRes = `(request.resource.group == "" && request.resource.version == "v1" && request.resource.resource == "namespaces")`
+
+func subresourceIs(sub string) string {
+	if sub == "" {
+		return "!has(request.subResource)"
+	}
+	return "(has(request.subResource) && request.subResource == " + quote(sub) + ")"
+}
 
 // rulesExpr is true when the request matches one of rules as upstream's
 // rule matcher (k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules)
@@ -562,7 +566,7 @@ func resourcesExpr(resources []string) string {
 			parts = append(parts, "request.resource.resource == "+quote(name))
 		}
 		if sub != "*" {
-			parts = append(parts, subresource+" == "+quote(sub))
+			parts = append(parts, subresourceIs(sub))
 		}
 		terms = append(terms, and(parts...))
 	}
@@ -585,34 +589,20 @@ func scopeExpr(s *admissionregistrationv1.ScopeType) string {
 func quote(s string) string { return strconv.Quote(s) }
 
 // and, or and not fold the constants true and false.
-func and(parts ...string) string {
-	var keep []string
-	for _, p := range parts {
-		switch p {
-		case "true", "":
-			continue
-		case "false":
-			return "false"
-		}
-		keep = append(keep, p)
-	}
-	switch len(keep) {
-	case 0:
-		return "true"
-	case 1:
-		return keep[0]
-	}
-	return "(" + strings.Join(keep, " && ") + ")"
-}
+func and(parts ...string) string { return fold(parts, "true", "false", " && ") }
 
-func or(parts ...string) string {
+func or(parts ...string) string { return fold(parts, "false", "true", " || ") }
+
+// fold joins parts with op, dropping identity and duplicates, and is
+// absorbing if any part is.
+func fold(parts []string, identity, absorbing, op string) string {
 	var keep []string
 	for _, p := range parts {
 		switch p {
-		case "false", "":
+		case identity, "":
 			continue
-		case "true":
-			return "true"
+		case absorbing:
+			return absorbing
 		}
 		if !slices.Contains(keep, p) {
 			keep = append(keep, p)
@@ -620,11 +610,11 @@ func or(parts ...string) string {
 	}
 	switch len(keep) {
 	case 0:
-		return "false"
+		return identity
 	case 1:
 		return keep[0]
 	}
-	return "(" + strings.Join(keep, " || ") + ")"
+	return "(" + strings.Join(keep, op) + ")"
 }
 
 func not(p string) string {

@@ -200,8 +200,13 @@ func parityCases() []parityCase {
 			requests: []parityRequest{req("create", cm("c", data("a", "1"))), req("update", cm("c", data("a", "2")))}},
 		{name: "match-conditions", bundle: simple("match-conditions", cmRules+"matchConditions:\n- {name: labelled, expression: \"has(object.metadata.labels) && 'check' in object.metadata.labels\"}\n- {name: not-admin, expression: \"!('system:masters' in request.userInfo.groups) || true\"}\nvalidations: [{expression: 'false', message: conditioned}]", ""),
 			requests: []parityRequest{dry(cm("a", nil, "check", "1")), dry(cm("b", nil))}},
+		// Pushed down (render's default), the condition fails in
+		// kube-apiserver, which rejects the request itself, in its own
+		// words (docs/differences.md#push-down).
 		{name: "match-condition-error-fail", bundle: simple("match-condition-error-fail", cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}]\nvalidations: [{expression: 'true'}]", ""),
-			requests: []parityRequest{dry(cm("a", data("x", "y")))}},
+			requests: []parityRequest{dry(cm("a", data("x", "y")))},
+			diverge:  "push-down: kube-apiserver fails the condition before calling",
+			admitfn:  `configmaps "a" is forbidden: expression '` + pushedConfigMapCondition + `' resulted in error: no such key: nope`},
 		{name: "match-condition-error-ignore", bundle: simple("match-condition-error-ignore", "failurePolicy: Ignore\n"+cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}]\nvalidations: [{expression: 'false'}]", ""),
 			requests: []parityRequest{dry(cm("a", data("x", "y")))}},
 		{name: "match-condition-false-beats-error", bundle: simple("match-condition-false-beats-error", cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}, {name: never, expression: 'false'}]\nvalidations: [{expression: 'false'}]", ""),
@@ -421,3 +426,8 @@ spec:
 		t.Fatalf("CRD Limit not served: %v", err)
 	}
 }
+
+// pushedConfigMapCondition is the condition render pushes down for a
+// ConfigMap policy with the matchCondition object.data['nope'] == 'x' and a
+// parity sentinel in one group: each binding's term, ORed.
+const pushedConfigMapCondition = `((((request.operation in ["CREATE", "UPDATE", "DELETE"] && request.resource.group == "" && request.resource.version == "v1" && (request.resource.resource == "configmaps" && !has(request.subResource))) && (object.data['nope'] == 'x')) || ((request.operation in ["CREATE", "UPDATE", "DELETE"] && (request.resource.resource == "configmaps" && !has(request.subResource))) && !((request.operation in ["CREATE", "UPDATE", "DELETE"] && request.resource.group == "" && request.resource.version == "v1" && (request.resource.resource == "configmaps" && !has(request.subResource)))))) || (request.operation == "CREATE" && (request.resource.resource == "serviceaccounts" && !has(request.subResource))))`
