@@ -118,6 +118,17 @@ var measures = []measure{
 	// decoding and reporting must cost less than reviewing on every CPU
 	// gains.
 	{id: "A1", value: ratio("BenchmarkA1Apply/engine", "BenchmarkA1Apply/apply"), atMost: false, target: 1},
+	// test/workload played against the example bundle and the policy
+	// library: the calls the function receives with push-down ÷ without.
+	// Its floor is the share of calls on which a binding acts, which no
+	// correct push-down can skip.
+	{
+		id: "D1", value: metric("BenchmarkD1PushDownCalls", "calls-ratio"),
+		floor:  metric("BenchmarkD1PushDownCalls", "calls-floor"),
+		atMost: true, target: 0.3,
+	},
+	// The share of the calls it still receives on which no binding acts.
+	{id: "D2", value: metric("BenchmarkD1PushDownCalls", "wasted-after"), atMost: true, target: 0.1},
 }
 
 func main() {

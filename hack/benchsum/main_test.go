@@ -31,6 +31,7 @@ BenchmarkA1Apply/apply-2         	       1	15000000000 ns/op	    300000 ns/resou
 BenchmarkP9ClusterReview/without-cluster-2         	   50540	     20000 ns/op	   13140 B/op	     171 allocs/op
 BenchmarkP9ClusterReview/with-cluster-2            	   57369	     18000 ns/op	   14234 B/op	     139 allocs/op
 BenchmarkA1Apply/engine-2        	       1	21000000000 ns/op	    420000 ns/resource
+BenchmarkD1PushDownCalls-2  	       4	 250000000 ns/op	        51.00 calls-after	        63.00 calls-before	         0.8100 calls-floor	         0.8100 calls-ratio	         0 wasted-after	         0.1900 wasted-before
     process_test.go:80: a log line mentioning BenchmarkP6Memory 1 2 3
 PASS
 `
@@ -48,6 +49,7 @@ func TestSummary(t *testing.T) {
 		"floor P5 0.4 target >=0.5 unreachable", // at least the target, for a throughput
 		"floor P6 n/a target <=64 unmeasured",
 		"floor P7 5.2 target <=4 unreachable",
+		"floor D1 0.81 target <=0.3 unreachable",
 		"P1 2 target <=1.25 FAIL",
 		"P2 0.2 target <=0.198 FAIL",
 		"P3 1.1 target <=1.2 PASS",
@@ -60,6 +62,8 @@ func TestSummary(t *testing.T) {
 		"L1 16 target <=5 FAIL",
 		"L2 3 target <=5 PASS",
 		"A1 1.4 target >=1 PASS",
+		"D1 0.81 target <=0.3 FAIL",
+		"D2 0 target <=0.1 PASS",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("summary\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
