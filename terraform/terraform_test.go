@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -427,8 +426,7 @@ func TestVariableValidations(t *testing.T) {
 		}
 		return out
 	}
-	rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid", "--push-down=false")
-	withMatchConditions := regexp.MustCompile(`"sideEffects"`).ReplaceAllString(string(rendered), `"matchConditions": [{"name": "n", "expression": "true"}], "sideEffects"`)
+	rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid")
 	webhook := func(configurations string, kv ...any) map[string]cty.Value {
 		v, err := ctyjson.Unmarshal([]byte(configurations), mustImplied(t, configurations))
 		if err != nil {
@@ -507,7 +505,8 @@ func TestVariableValidations(t *testing.T) {
 		{"bundle without policy files", "modules/bundle", map[string]cty.Value{"policies_dir": str(noPolicies)}, "policies_dir"},
 
 		{"webhook rendered", "modules/webhook", webhook(string(rendered)), ""},
-		{"webhook with matchConditions", "modules/webhook", webhook(withMatchConditions), "configurations"},
+		{"webhook pushed down", "modules/webhook", webhook(string(rendered), "push_down", cty.True), ""},
+		{"webhook without push-down", "modules/webhook", webhook(string(renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid", "--push-down=false"))), ""},
 		{"webhook rendered for another URL", "modules/webhook", webhook(string(rendered), "render_url", str("https://other.invalid")), "render_url"},
 		{"webhook plain HTTP", "modules/webhook", webhook(string(rendered), "base_url", str("http://fn.example.com/token")), "base_url"},
 		{"webhook trailing slash", "modules/webhook", webhook(string(rendered), "base_url", str("https://fn.example.com/token/")), "base_url"},
@@ -796,9 +795,8 @@ func TestExampleWebhooksAreWhatPushPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What render prints for the URL push renders with, without
-	// push-down: the module's provider cannot express matchConditions.
-	if rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid", "--push-down=false"); !bytes.Equal(rendered, want) {
+	// What render prints for the URL push renders with.
+	if rendered := renderJSON(t, "-p", "../policies/examples", "--url", "https://admitfn.invalid"); !bytes.Equal(rendered, want) {
 		t.Errorf("push published webhook configurations that admitfn render does not print:\n%s\nwant\n%s", want, rendered)
 	}
 	got, err := os.ReadFile(path)

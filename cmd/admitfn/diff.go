@@ -162,11 +162,11 @@ func diffBundles(location string, prev *bundle.Snapshot, set *policy.Set, source
 			d.RoutesRetired = append(d.RoutesRetired, p)
 		}
 	}
-	oldHooks, err := publishedWebhooks(append(before.Groups(), before.MutatingGroups()...))
+	oldHooks, err := publishedWebhooks(before)
 	if err != nil {
 		return nil, err
 	}
-	curHooks, err := publishedWebhooks(append(set.Groups(), set.MutatingGroups()...))
+	curHooks, err := publishedWebhooks(set)
 	if err != nil {
 		return nil, err
 	}

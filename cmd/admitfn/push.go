@@ -170,7 +170,7 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 		if _, set, sources, err = c.loadBundle(policies); err != nil {
 			return err
 		}
-		if opts.Webhooks, err = publishedWebhooks(append(set.Groups(), set.MutatingGroups()...)); err != nil {
+		if opts.Webhooks, err = publishedWebhooks(set); err != nil {
 			return err
 		}
 		// It compiled: functions of this build may compile it on use,

@@ -162,11 +162,11 @@ func renderList(items []any) ([]byte, error) {
 }
 
 // publishedWebhooks is what push stores at bundle.WebhooksKey: render -o
-// json --push-down=false of groups with the URL bundle.WebhooksURL, for the
-// Terraform webhook module to point at the function (its Kubernetes
-// provider cannot express matchConditions).
-func publishedWebhooks(groups []*policy.Group) ([]byte, error) {
-	items, err := renderItems(groups, render.Options{URL: bundle.WebhooksURL})
+// json of set with the URL bundle.WebhooksURL, for the Terraform webhook
+// module to point at the function. With push-down, so that push sees a
+// change of a pushed condition as the change of the configurations it is.
+func publishedWebhooks(set *policy.Set) ([]byte, error) {
+	items, err := renderItems(append(set.Groups(), set.MutatingGroups()...), render.Options{URL: bundle.WebhooksURL, PushDown: true, Policies: set})
 	if err != nil {
 		return nil, err
 	}

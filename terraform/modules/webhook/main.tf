@@ -8,10 +8,44 @@ locals {
   # A cluster's URLs carry its name, as `admitfn render --cluster` renders
   # them: how the function tells the clusters it serves apart.
   url_base = var.cluster == null ? var.base_url : "${var.base_url}/clusters/${var.cluster}"
+
+  # With push_down, each configuration as the API object render printed,
+  # its URLs and CA bundle those of this function.
+  manifests = {
+    for i in var.configurations.items : "${i.kind}/${i.metadata.name}" => {
+      apiVersion = "admissionregistration.k8s.io/v1"
+      kind       = i.kind
+      metadata   = { name = i.metadata.name, labels = i.metadata.labels }
+      webhooks = [for w in i.webhooks : merge(
+        {
+          name                    = w.name
+          admissionReviewVersions = w.admissionReviewVersions
+          clientConfig = merge(
+            { url = "${local.url_base}${trimprefix(w.clientConfig.url, var.render_url)}" },
+            var.ca_bundle != null ? { caBundle = base64encode(var.ca_bundle) } : (w.clientConfig.caBundle == null ? {} : { caBundle = w.clientConfig.caBundle }),
+          )
+          rules           = w.rules
+          failurePolicy   = w.failurePolicy
+          matchPolicy     = w.matchPolicy
+          sideEffects     = w.sideEffects
+          timeoutSeconds  = w.timeoutSeconds
+          matchConditions = w.matchConditions
+        },
+        w.namespaceSelector == null ? {} : { namespaceSelector = w.namespaceSelector },
+        w.objectSelector == null ? {} : { objectSelector = w.objectSelector },
+        i.kind == "MutatingWebhookConfiguration" ? { reinvocationPolicy = coalesce(w.reinvocationPolicy, "Never") } : {},
+      )]
+    } if var.push_down
+  }
+}
+
+resource "kubernetes_manifest" "this" {
+  for_each = local.manifests
+  manifest = each.value
 }
 
 resource "kubernetes_validating_webhook_configuration_v1" "this" {
-  for_each = local.validating
+  for_each = var.push_down ? {} : local.validating
 
   metadata {
     name   = each.key
@@ -78,7 +112,7 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
 }
 
 resource "kubernetes_mutating_webhook_configuration_v1" "this" {
-  for_each = local.mutating
+  for_each = var.push_down ? {} : local.mutating
 
   metadata {
     name   = each.key

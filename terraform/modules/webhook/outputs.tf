@@ -1,11 +1,11 @@
 output "validating_configurations" {
   description = "Names of the ValidatingWebhookConfigurations."
-  value       = keys(kubernetes_validating_webhook_configuration_v1.this)
+  value       = concat(keys(kubernetes_validating_webhook_configuration_v1.this), [for k, m in local.manifests : m.metadata.name if m.kind == "ValidatingWebhookConfiguration"])
 }
 
 output "mutating_configurations" {
   description = "Names of the MutatingWebhookConfigurations."
-  value       = keys(kubernetes_mutating_webhook_configuration_v1.this)
+  value       = concat(keys(kubernetes_mutating_webhook_configuration_v1.this), [for k, m in local.manifests : m.metadata.name if m.kind == "MutatingWebhookConfiguration"])
 }
 
 output "webhooks" {

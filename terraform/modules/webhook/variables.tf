@@ -61,11 +61,12 @@ variable "configurations" {
     condition     = var.configurations.kind == "List" && alltrue([for i in var.configurations.items : contains(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"], i.kind)])
     error_message = "configurations must be the List that `admitfn render -o json` prints."
   }
+}
 
-  validation {
-    condition     = alltrue(flatten([for i in var.configurations.items : [for w in i.webhooks : length(w.matchConditions) == 0]]))
-    error_message = "A webhook has matchConditions, which the kubernetes provider's webhook resources cannot express yet (hashicorp/terraform-provider-kubernetes#2750): apply the rendered YAML with kubectl instead."
-  }
+variable "push_down" {
+  description = "Install the matchConditions admitfn render pushes down, so kube-apiserver calls the function only when a policy could act (docs/cluster.md). The provider's webhook resources cannot express matchConditions (hashicorp/terraform-provider-kubernetes#2750), so they are installed as kubernetes_manifest resources, which read the cluster's API when planning: the cluster must exist then. Without, every webhook is installed without its matchConditions, as render --push-down=false renders it."
+  type        = bool
+  default     = false
 }
 
 variable "render_url" {

@@ -38,6 +38,27 @@ run "rendered_examples" {
   }
 }
 
+run "push_down" {
+  command = plan
+  variables {
+    configurations = run.load.configurations
+    push_down      = true
+  }
+
+  assert {
+    condition     = length(kubernetes_validating_webhook_configuration_v1.this) == 0 && length(kubernetes_mutating_webhook_configuration_v1.this) == 0 && length(kubernetes_manifest.this) == 2
+    error_message = "with push_down, the configurations are manifests"
+  }
+  assert {
+    condition     = kubernetes_manifest.this["ValidatingWebhookConfiguration/admitfn"].manifest.webhooks[0].clientConfig.url == "https://abc.lambda-url.eu-west-1.on.aws/TOKEN/validate/b11fbe337a"
+    error_message = "webhook URLs keep their route under base_url"
+  }
+  assert {
+    condition     = length(flatten([for w in kubernetes_manifest.this["ValidatingWebhookConfiguration/admitfn"].manifest.webhooks : w.matchConditions])) == 3
+    error_message = "the pushed matchConditions are installed"
+  }
+}
+
 run "plain_http" {
   command = plan
   variables {
