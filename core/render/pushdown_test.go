@@ -1,8 +1,7 @@
-package render
+package render_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,40 +9,34 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
+	"github.com/admitfn/admitfn/core/render"
 	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/test/workload"
 )
 
-// The oracle: kube-apiserver's own webhook code (rule matcher and
-// matchConditions matcher, the packages its dispatcher calls) decides what
-// it would do with a rendered webhook; the engine decides what the function
-// answers. A skipped call must be one the function answers with nothing (no
-// binding acted); a rejection one it denies.
+// The oracle: test/workload's APIServer, kube-apiserver's own webhook code
+// (the rule and matchConditions matchers its dispatcher calls), decides
+// what it would do with a rendered webhook; the engine decides what the
+// function answers. A skipped call must be one the function answers with
+// nothing (no binding acted); a rejection one it denies.
 
-// call is what kube-apiserver does with a request for a webhook.
-type call int
+type call = workload.Call
 
 const (
-	notSent  call = iota // the webhook's rules do not match
-	skipped              // its matchConditions are false (or failed under Ignore)
-	sent                 // it calls the function
-	rejected             // a matchCondition failed under Fail
+	notSent  = workload.NotSent
+	skipped  = workload.Skipped
+	sent     = workload.Sent
+	rejected = workload.Rejected
 )
-
-func (c call) String() string { return [...]string{"not sent", "skipped", "sent", "rejected"}[c] }
 
 // request is one write, as kube-apiserver would present it.
 type request struct {
@@ -86,53 +79,48 @@ func (r request) object() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": r.kind, "metadata": meta, "spec": spec, "data": map[string]any{"k": "v"}}}
 }
 
-func (r request) attributes() *admission.VersionedAttributes {
-	obj, old := r.object(), r.object()
-	var o, oo runtime.Object = obj, old
+// write is r as test/workload plays it: a create, an update that leaves
+// the object as it was, or a delete.
+func (r request) write() workload.Write {
+	w := workload.Write{As: workload.Identity{User: r.user, Groups: r.groups}, Resource: schema.GroupVersionResource{Group: r.group, Version: r.version, Resource: r.resource},
+		Kind: r.kind, Subresource: r.sub, Namespace: r.namespace, Name: r.name}
 	switch r.op {
 	case admission.Create:
-		oo = nil
-	case admission.Delete:
-		o = nil
-	case admission.Connect:
-		o, oo = nil, nil
+		w.Verb, w.Object = "create", r.object()
+	case admission.Update:
+		w.Verb, w.Old, w.Patch = "patch", r.object(), []byte("{}")
+	default:
+		w.Verb, w.Old = "delete", r.object()
 	}
-	gvk := schema.GroupVersionKind{Group: r.group, Version: r.version, Kind: r.kind}
-	attr := admission.NewAttributesRecord(o, oo, gvk, r.namespace, r.name, schema.GroupVersionResource{Group: r.group, Version: r.version, Resource: r.resource},
-		r.sub, r.op, nil, false, &user.DefaultInfo{Name: r.user, Groups: r.groups})
-	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: gvk}
-	if o != nil {
-		va.VersionedObject = admission.NewLazyObject(o)
-	}
-	if oo != nil {
-		va.VersionedOldObject = admission.NewLazyObject(oo)
-	}
-	return va
+	return w
 }
 
-// review is the request as the function receives it.
-func (r request) review(t *testing.T) *review.Request {
+// apiserver is what kube-apiserver does with r for a webhook of rules and
+// conds under fp.
+func apiserver(t *testing.T, rules []admissionregistrationv1.RuleWithOperations, conds []admissionregistrationv1.MatchCondition, fp admissionregistrationv1.FailurePolicyType, r request) (call, string) {
 	t.Helper()
-	va := r.attributes()
-	ar := plugincel.CreateAdmissionRequest(va.Attributes, metav1.GroupVersionResource(va.GetResource()), metav1.GroupVersionKind(va.VersionedKind))
-	raw := func(o runtime.Object) runtime.RawExtension {
-		if o == nil || (o.(*unstructured.Unstructured) == nil) {
-			return runtime.RawExtension{}
-		}
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: b}
+	hook := workload.Webhooks(&admissionregistrationv1.ValidatingWebhookConfiguration{Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+		Name: "test.admitfn.io", Rules: rules, MatchConditions: conds, FailurePolicy: &fp,
+		NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{},
+	}}}, nil)[0]
+	c, err := oracle.Decide(r.write(), hook)
+	if c == notSent && err != nil {
+		t.Fatalf("%s: %v", r, err)
 	}
-	if va.GetObject() != nil {
-		ar.Object = raw(va.GetObject())
+	msg := ""
+	if err != nil {
+		msg = err.Error()
 	}
-	if va.GetOldObject() != nil {
-		ar.OldObject = raw(va.GetOldObject())
-	}
-	ar.UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
-	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metaAR, Request: ar})
+	return c, msg
+}
+
+var oracle = workload.NewAPIServer(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})
+
+// answer is what the function answers: whether no binding acted, and
+// whether it allowed.
+func answer(t *testing.T, e *engine.Engine, g *policy.Group, r request) (idle, allowed bool, resp *admissionv1.AdmissionResponse) {
+	t.Helper()
+	body, err := r.write().Review()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,53 +128,7 @@ func (r request) review(t *testing.T) *review.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return req
-}
-
-var metaAR = metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}
-
-// apiserver is what kube-apiserver does with r for webhook h.
-func apiserver(t *testing.T, rules_ []admissionregistrationv1.RuleWithOperations, conds []admissionregistrationv1.MatchCondition, fp admissionregistrationv1.FailurePolicyType, r request) (call, string) {
-	t.Helper()
-	va := r.attributes()
-	matched := false
-	for _, rule := range rules_ {
-		if (&rules.Matcher{Rule: rule, Attr: va.Attributes}).Matches() {
-			matched = true
-			break
-		}
-	}
-	if !matched {
-		return notSent, ""
-	}
-	if len(conds) == 0 {
-		return sent, ""
-	}
-	accessors := make([]plugincel.ExpressionAccessor, len(conds))
-	for i, c := range conds {
-		mc := matchconditions.MatchCondition(c)
-		accessors[i] = &mc
-	}
-	filter := plugincel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())).
-		CompileCondition(accessors, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
-	if errs := filter.CompilationErrors(); len(errs) > 0 {
-		t.Fatalf("kube-apiserver would refuse the conditions: %v", errs)
-	}
-	res := matchconditions.NewMatcher(filter, &fp, "webhook", "validating", "test").Match(context.Background(), va, nil, nil)
-	switch {
-	case res.Error != nil:
-		return rejected, res.Error.Error()
-	case !res.Matches:
-		return skipped, ""
-	}
-	return sent, ""
-}
-
-// answer is what the function answers: whether any binding acted, and
-// whether it allowed.
-func answer(t *testing.T, e *engine.Engine, g *policy.Group, r request) (idle, allowed bool, resp *admissionv1.AdmissionResponse) {
-	t.Helper()
-	res, err := e.Review(context.Background(), g.Route(), r.review(t))
+	res, err := e.Review(context.Background(), g.Route(), req)
 	if err != nil {
 		t.Fatalf("%s: %v", r, err)
 	}
@@ -241,10 +183,28 @@ func requests() []request {
 	return out
 }
 
+// rendered is the webhook render gives group g.
+func rendered(t *testing.T, g *policy.Group, opts render.Options) admissionregistrationv1.ValidatingWebhook {
+	t.Helper()
+	if g.Type == policy.Validating {
+		v, err := render.Validating([]*policy.Group{g}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Webhooks[0]
+	}
+	m, err := render.Mutating([]*policy.Group{g}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.Webhooks[0]
+	return admissionregistrationv1.ValidatingWebhook{Name: w.Name, Rules: w.Rules, MatchConditions: w.MatchConditions, FailurePolicy: w.FailurePolicy}
+}
+
 // checkBundle renders set with push-down and plays every request through
 // kube-apiserver's side and the function's, and returns how many calls were
 // sent and skipped.
-func checkBundle(t *testing.T, set *policy.Set, opts Options) (sentN, skippedN int) {
+func checkBundle(t *testing.T, set *policy.Set, opts render.Options) (sentN, skippedN int) {
 	t.Helper()
 	e, err := engine.New(set, celeval.NewCompiler())
 	if err != nil {
@@ -256,22 +216,18 @@ func checkBundle(t *testing.T, set *policy.Set, opts Options) (sentN, skippedN i
 	}
 	reqs := requests()
 	for _, g := range e.Groups() {
-		_, hooks, err := webhooks([]*policy.Group{g}, g.Type, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := hooks[0]
+		h := rendered(t, g, opts)
 		for _, r := range reqs {
-			c, msg := apiserver(t, g.Rules, h.conds, g.FailurePolicy, r)
+			c, msg := apiserver(t, g.Rules, h.MatchConditions, g.FailurePolicy, r)
 			switch c {
 			case skipped:
 				skippedN++
 				if idle, _, resp := answer(t, e, g, r); !idle {
-					t.Errorf("%s: %s skips %s, on which the function answers %+v", set.ID, h.name, r, resp)
+					t.Errorf("%s: %s skips %s, on which the function answers %+v", set.ID, h.Name, r, resp)
 				}
 			case rejected:
 				if _, allowed, resp := answer(t, e, g, r); allowed {
-					t.Errorf("%s: %s rejects %s (%s), which the function allows: %+v", set.ID, h.name, r, msg, resp)
+					t.Errorf("%s: %s rejects %s (%s), which the function allows: %+v", set.ID, h.Name, r, msg, resp)
 				}
 			case sent:
 				sentN++
@@ -296,7 +252,7 @@ func TestPushDownNeverSkipsWhatAPolicyActsOn(t *testing.T) {
 	for _, dir := range []string{"../../policies/examples", "../../policies/library", "testdata/pushdown"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			set := loadDir(t, dir)
-			s, k := checkBundle(t, set, Options{})
+			s, k := checkBundle(t, set, render.Options{})
 			t.Logf("%s: %d calls sent, %d skipped", dir, s, k)
 			if dir != "../../policies/library" && k == 0 {
 				t.Errorf("%s: push-down skipped no call", dir)
@@ -393,7 +349,7 @@ func TestPushDownConstructs(t *testing.T) {
 				t.Fatalf("%d groups, want 1", len(groups))
 			}
 			g := groups[0]
-			rep := PushDown(g, set, "w", false)
+			rep := render.PushDown(g, set, "w", false)
 			got := map[string][]string{}
 			for _, b := range rep.Bindings {
 				got[b.Binding] = b.Pushed
@@ -427,7 +383,7 @@ func TestPushDownKeepsWhatAWebhookCannotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := e.Groups()[0]
-	rep := PushDown(g, set, "w", false)
+	rep := render.PushDown(g, set, "w", false)
 	want := map[string]string{
 		"params-condition":    "matchCondition listed-user: reads params, which kube-apiserver does not give a webhook's conditions",
 		"namespace-condition": "matchCondition labelled-namespace: reads namespaceObject, which kube-apiserver does not give a webhook's conditions",
@@ -486,10 +442,10 @@ spec:
 		t.Fatal(err)
 	}
 	g = set.Groups()[0]
-	if rep := PushDown(g, set, "w", false); len(rep.Conditions) != 0 || rep.Bindings[0].Kept[0].Why != "reads authorizer, which the function answers only with cluster access (render --cluster)" {
+	if rep := render.PushDown(g, set, "w", false); len(rep.Conditions) != 0 || rep.Bindings[0].Kept[0].Why != "reads authorizer, which the function answers only with cluster access (render --cluster)" {
 		t.Errorf("without cluster access: %+v", rep)
 	}
-	if rep := PushDown(g, set, "w", true); len(rep.Conditions) != 1 || rep.Conditions[0].Name != "cannot-escalate" {
+	if rep := render.PushDown(g, set, "w", true); len(rep.Conditions) != 1 || rep.Conditions[0].Name != "cannot-escalate" {
 		t.Errorf("with cluster access: %+v", rep)
 	}
 }
@@ -530,7 +486,7 @@ spec:
 				t.Fatal(err)
 			}
 			g := e.Groups()[0]
-			rep := PushDown(g, set, "w", false)
+			rep := render.PushDown(g, set, "w", false)
 			if len(rep.Conditions) != 1 {
 				t.Fatalf("conditions %v", rep.Conditions)
 			}

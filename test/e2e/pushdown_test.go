@@ -82,7 +82,9 @@ func TestPushDownWorkload(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+	})
 	namespace(t, model.Namespace, model.NamespaceLabels)
 	// No controller runs to make the namespace's default ServiceAccount,
 	// which Pods need.

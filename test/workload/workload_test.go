@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/admitfn/admitfn/test/doccheck"
 )
 
 // Bundles are what the workload is played against.
@@ -13,10 +15,18 @@ var Bundles = []string{"../../policies/examples", "../../policies/library"}
 // The workload played against each bundle: push-down skips only calls no
 // binding acts on, and skips some.
 func TestPushDownOnTheWorkload(t *testing.T) {
+	// docs/performance.md's table, which TestPushDownWorkload (e2e)
+	// holds to what kube-apiserver sends.
+	want := map[string][2]Tally{
+		"../../policies/examples": {{27, 6}, {21, 0}},
+		"../../policies/library":  {{36, 6}, {30, 0}},
+	}
 	var off, on Tally
 	for _, dir := range Bundles {
 		a, b := count(t, dir, false), count(t, dir, true)
-		t.Logf("%s: %d calls (%d idle) without push-down, %d (%d idle) with", dir, a.Calls, a.Idle, b.Calls, b.Idle)
+		if got := [2]Tally{a, b}; got != want[dir] {
+			t.Errorf("%s: calls (idle) without and with push-down %v, want %v", dir, got, want[dir])
+		}
 		if b.Calls > a.Calls || a.Calls-b.Calls != a.Idle-b.Idle {
 			t.Errorf("%s: push-down removed %d calls, %d of them idle: every call it removes must be idle", dir, a.Calls-b.Calls, a.Idle-b.Idle)
 		}
@@ -27,24 +37,41 @@ func TestPushDownOnTheWorkload(t *testing.T) {
 	}
 }
 
-// The workload's mix, by actor and resource, is the one docs/cluster.md
-// shows.
+// The workload's mix, by author, verb and resource, is the one
+// docs/performance.md shows.
 func TestWorkloadMix(t *testing.T) {
+	block := doccheck.Find(t, "docs/performance.md", 1)[0]
 	counts := map[string]int{}
 	writes := Default().Writes()
+	system := 0
 	for _, w := range writes {
 		res := w.Resource.Resource
 		if w.Subresource != "" {
 			res += "/" + w.Subresource
 		}
 		counts[w.Actor+" "+w.Verb+" "+res]++
+		if strings.HasPrefix(w.As.User, "system:") {
+			system++
+		}
 	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
 	var lines []string
-	for k, n := range counts {
-		lines = append(lines, fmt.Sprintf("%4d %s", n, k))
+	for _, k := range keys {
+		lines = append(lines, fmt.Sprintf("%d %s", counts[k], k))
 	}
-	sort.Strings(lines)
-	t.Logf("%d writes:\n%s", len(writes), strings.Join(lines, "\n"))
+	got := fmt.Sprintf("%d writes, %d by nodes and controllers (system: users)\n%s\n", len(writes), system, strings.Join(lines, "\n"))
+	if got != block.Text {
+		t.Errorf("%s shows\n%s\nthe workload is\n%s", block, block.Text, got)
+	}
 }
 
 // BenchmarkD1PushDownCalls reports, on the workload played against the
