@@ -298,7 +298,7 @@ func condition(g *policy.Group, bindings []binding, cands []candidate) (string, 
 		direct, any, what, contribution := ruleTerms(g, b)
 		var conds []string
 		for j, c := range cands[i].conds {
-			conds = append(conds, "("+strings.TrimSpace(c.Expression)+")")
+			conds = append(conds, embed(c.Expression))
 			what = append(what, "matchCondition "+c.Name)
 			if slices.Contains(cands[i].resource, j) {
 				// request.resource is what the function sees only
@@ -324,6 +324,18 @@ func condition(g *policy.Group, bindings []binding, cands []candidate) (string, 
 		return "true", pushed
 	}
 	return or(terms...), pushed
+}
+
+// embed parenthesizes a policy's condition for a larger expression. A
+// condition is a whole expression, so its parentheses balance and it ends
+// outside any literal; only a trailing // comment could swallow what
+// follows it, and a newline ends that.
+func embed(expr string) string {
+	expr = strings.TrimSpace(expr)
+	if strings.Contains(expr, "//") {
+		return "(" + expr + "\n)"
+	}
+	return "(" + expr + ")"
 }
 
 func groupRulesExpr(g *policy.Group) string {
