@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,9 +20,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 
 	"github.com/admitfn/admitfn/core/engine"
@@ -40,6 +45,9 @@ type applyOptions struct {
 	output            string
 	audit, showPatch  bool
 	includeKubeSystem bool
+	// strict fails the run when a namespaceSelector was matched without
+	// the namespace's labels (unlabelledWarnings).
+	strict bool
 }
 
 func (c *cli) applyCmd() *cobra.Command {
@@ -57,7 +65,10 @@ or on UPDATE when --old-filename holds its previous version: mutating
 webhooks first, then every validating webhook on the mutated object, each
 when its namespaceSelector matches. Namespace labels come from Namespace
 objects in the input and --namespace-labels; a namespaced resource without
-a namespace is reviewed in --namespace, as kubectl would create it. The
+a namespace is reviewed in --namespace, as kubectl would create it. A
+binding whose namespaceSelector reads labels of a namespace given neither
+way (helm template output names namespaces it does not define) is warned
+about on standard error, and --strict makes that an error. The
 requests are made as --as (a user) in --as-group.
 
 Prints, per resource, the decision and each validation's result under each
@@ -118,6 +129,7 @@ docs/audit.md lists the RBAC it needs.`,
 	f.StringVar(&o.user, "as", "admitfn-apply", "the username the requests are made as (request.userInfo.username)")
 	f.StringArrayVar(&o.groups, "as-group", []string{"system:authenticated"}, "a group the requests are made as (repeatable)")
 	f.BoolVar(&o.audit, "audit", false, "exit 0 even when resources are denied")
+	f.BoolVar(&o.strict, "strict", false, "fail when a binding's namespaceSelector had to be matched without the labels of a namespace (no Namespace object in the input, no --namespace-labels)")
 	f.BoolVar(&o.showPatch, "show-patch", false, "print the JSON Patch the mutating policies make of each resource")
 	f.BoolVar(&o.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
 	f.BoolVar(&co.enabled, "cluster", false, "review what a cluster holds instead of files: every object the bundle can match, as an UPDATE of itself (read-only)")
@@ -253,10 +265,105 @@ func (c *cli) applyFiles(o applyOptions) ([]resourceResult, error) {
 	if len(items) == 0 {
 		return nil, fmt.Errorf("no resources in %s", strings.Join(o.files, ", "))
 	}
+	if warnings := unlabelledWarnings(set, eng.Groups(), items, declared, o); len(warnings) > 0 {
+		for _, w := range warnings {
+			fmt.Fprintf(c.err, "warning: %s\n", w)
+		}
+		if o.strict {
+			return nil, fmt.Errorf("--strict: %d binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels", len(warnings))
+		}
+	}
 	return c.reviewAll(items, func(m manifest) resourceResult {
 		defaultNamespace(m.obj, o.namespace)
 		return reviewManifest(context.Background(), eng, set, m, olds[identity(m.obj)], declared, o)
 	}), nil
+}
+
+// unlabelledWarnings say, per binding whose namespaceSelector reads a
+// namespace's labels, in which namespaces of the input it was matched
+// without them: manifests such as helm template prints name namespaces
+// they do not define, and a selector matched against no labels silently
+// leaves the binding out.
+func unlabelledWarnings(set *policy.Set, groups []*policy.Group, items []manifest, declared map[string]map[string]string, o applyOptions) []string {
+	type binding struct {
+		name     string
+		selector *metav1.LabelSelector
+		rules    []admissionregistrationv1.NamedRuleWithOperations
+	}
+	var bindings []binding
+	add := func(name string, g *policy.Group, policyRules, bindingRules *admissionregistrationv1.MatchResources) {
+		rules := policyRules.ResourceRules
+		if bindingRules != nil && len(bindingRules.ResourceRules) > 0 {
+			rules = bindingRules.ResourceRules
+		}
+		bindings = append(bindings, binding{name, g.NamespaceSelector, rules})
+	}
+	for _, g := range groups {
+		if !readsLabels(g.NamespaceSelector) {
+			continue
+		}
+		for _, b := range g.Bindings {
+			if p := set.Policy(b.Spec.PolicyName); p != nil {
+				add(b.Name, g, p.Spec.MatchConstraints, b.Spec.MatchResources)
+			}
+		}
+		for _, b := range g.MutatingBindings {
+			if p := set.MutatingPolicy(b.Spec.PolicyName); p != nil {
+				add(b.Name, g, p.Spec.MatchConstraints, b.Spec.MatchResources)
+			}
+		}
+	}
+	unknown := make([][]string, len(bindings)) // the namespaces each was matched in without labels
+	for _, m := range items {
+		obj := m.obj.DeepCopy()
+		defaultNamespace(obj, o.namespace)
+		ns := obj.GetNamespace()
+		if _, ok := declared[ns]; ok || ns == "" || (ns == "kube-system" && !o.includeKubeSystem) {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+		for i, b := range bindings {
+			for _, r := range b.rules {
+				// As a CREATE, or an UPDATE with --old-filename.
+				for _, op := range []admission.Operation{admission.Create, admission.Update} {
+					attr := admission.NewAttributesRecord(nil, nil, gvk, ns, obj.GetName(), gvr, "", op, nil, false, nil)
+					if (&rules.Matcher{Rule: admissionregistrationv1.RuleWithOperations(r.RuleWithOperations), Attr: attr}).Matches() && !slices.Contains(unknown[i], ns) {
+						unknown[i] = append(unknown[i], ns)
+					}
+				}
+			}
+		}
+	}
+	var out []string
+	for i, b := range bindings {
+		if len(unknown[i]) == 0 {
+			continue
+		}
+		sort.Strings(unknown[i])
+		out = append(out, fmt.Sprintf("binding %s: namespaceSelector %q matched without the labels of namespace %s (no Namespace object in the input, no --namespace-labels): it may apply where the cluster would not, or not where it would",
+			b.name, metav1.FormatLabelSelector(b.selector), strings.Join(unknown[i], ", ")))
+	}
+	return out
+}
+
+// readsLabels reports whether a namespaceSelector reads a label other than
+// kubernetes.io/metadata.name, which every namespace has.
+func readsLabels(s *metav1.LabelSelector) bool {
+	if s == nil {
+		return false
+	}
+	for k := range s.MatchLabels {
+		if k != "kubernetes.io/metadata.name" {
+			return true
+		}
+	}
+	for _, e := range s.MatchExpressions {
+		if e.Key != "kubernetes.io/metadata.name" {
+			return true
+		}
+	}
+	return false
 }
 
 // reviewAll reviews the items on every CPU, results in input order.

@@ -25,14 +25,14 @@ func applyAt(stdin string, args ...string) (code int, stdout, stderr string) {
 
 // Every output of apply on the example bundle and a directory of
 // manifests (multi-document YAML, a JSON List, a Namespace with labels,
-// one namespace labelled by flag, a resource with no namespace, one in
+// two namespaces labelled by flag, a resource with no namespace, one in
 // kube-system, a cluster-scoped one), against golden files.
 func TestApplyOutputs(t *testing.T) {
 	for _, tc := range []struct{ output, golden string }{
 		{"table", "table.txt"}, {"json", "report.json"}, {"junit", "report.xml"}, {"policyreport", "policyreport.yaml"},
 	} {
 		code, out, errOut := applyAt("", "apply", "-p", "../../policies/examples", "-f", "testdata/apply/manifests",
-			"--namespace-labels", "staging=environment=test", "-o", tc.output, "--show-patch")
+			"--namespace-labels", "staging=environment=test", "--namespace-labels", "default=environment=dev", "-o", tc.output, "--show-patch")
 		if code != 1 || errOut != "" {
 			t.Errorf("-o %s: exit %d, stderr %q; want 1 (a resource is denied)", tc.output, code, errOut)
 		}
@@ -127,6 +127,7 @@ spec:
     namespaceSelector: {matchLabels: {env: prod}}
 `), 0o644)
 	deploy := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: production}\nspec: {replicas: 1}\n"
+	const unlabelled = "warning: binding two: namespaceSelector \"env=prod\" matched without the labels of namespace qa (no Namespace object in the input, no --namespace-labels): it may apply where the cluster would not, or not where it would\n"
 	for _, tc := range []struct {
 		name, stdin string
 		args        []string
@@ -156,8 +157,16 @@ spec:
 		{"bad namespace labels", "", []string{"-f", "-", "--namespace-labels", "prod"}, 2, "", "admitfn apply: --namespace-labels \"prod\": want NS=KEY=VALUE[,KEY=VALUE...]\n"},
 		{"labels by flag select the binding", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--namespace-labels", "qa=env=prod,tier=web"}, 1,
 			"DENIED Deployment qa/api (<stdin>:1) CREATE\n  fail  two.example.com two/validations[0]: at least two replicas\n", ""},
+		// As helm template prints it: a namespace the input does not
+		// define. The binding is left out, and apply says so.
 		{"no labels, no match", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-"}, 0,
-			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", ""},
+			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", unlabelled},
+		{"no labels, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict"}, 1,
+			"", unlabelled + "admitfn apply: --strict: 1 binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels\n"},
+		{"labels given, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict", "--namespace-labels", "qa=env=dev"}, 0,
+			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n", ""},
+		{"no labels, a binding of another kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: qa}\n", []string{"-p", selective, "-f", "-", "--strict"}, 0,
+			"ALLOWED ConfigMap qa/c (<stdin>:1) CREATE\n", ""},
 		{"a Namespace in the input labels it", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-"}, 1,
 			"DENIED Deployment production/api (<stdin>:5) CREATE\n", ""},
 		{"the flag wins over the input", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-", "--namespace-labels", "production=env=dev"}, 0,
