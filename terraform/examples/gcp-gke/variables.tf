@@ -49,7 +49,7 @@ variable "policy_prefix" {
 }
 
 variable "webhook_timeout_seconds" {
-  description = "timeoutSeconds the webhooks were rendered with (-timeout, 10 by default)."
+  description = "timeoutSeconds the webhooks were rendered with (--timeout, 10 by default)."
   type        = number
   default     = 10
 }

@@ -66,7 +66,7 @@ variable "memory_size" {
 }
 
 variable "webhook_timeout_seconds" {
-  description = "timeoutSeconds of the webhooks that call the function (render it with the same -timeout)."
+  description = "timeoutSeconds of the webhooks that call the function (render it with the same --timeout)."
   type        = number
   default     = 10
 

@@ -98,7 +98,7 @@ variable "max_instance_count" {
 }
 
 variable "webhook_timeout_seconds" {
-  description = "timeoutSeconds of the webhooks that call the function (render it with the same -timeout)."
+  description = "timeoutSeconds of the webhooks that call the function (render it with the same --timeout)."
   type        = number
   default     = 10
 

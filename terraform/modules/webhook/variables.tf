@@ -70,7 +70,7 @@ variable "push_down" {
 }
 
 variable "render_url" {
-  description = "The -url the configurations were rendered with; each webhook's URL keeps its route and swaps this for base_url."
+  description = "The --url the configurations were rendered with; each webhook's URL keeps its route and swaps this for base_url."
   type        = string
   default     = "https://admitfn.invalid"
 
