@@ -53,8 +53,8 @@ func summarise(results []resourceResult) applySummary {
 }
 
 func (s applySummary) String() string {
-	return fmt.Sprintf("%d resources: %d allowed, %d denied, %d errors, %d skipped; results: %d pass, %d fail, %d warn, %d error",
-		s.Resources, s.Allowed, s.Denied, s.Errors, s.Skipped, s.Pass, s.Fail, s.Warn, s.Error)
+	return fmt.Sprintf("%s: %d allowed, %d denied, %s, %d skipped; results: %d pass, %d fail, %d warn, %d error",
+		plural(s.Resources, "resource"), s.Allowed, s.Denied, plural(s.Errors, "error"), s.Skipped, s.Pass, s.Fail, s.Warn, s.Error)
 }
 
 // applyReport is apply -o json.

@@ -160,7 +160,7 @@ spec:
 		// As helm template prints it: a namespace the input does not
 		// define. The binding is left out, and apply says so.
 		{"no labels, no match", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-"}, 0,
-			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", unlabelled},
+			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", unlabelled},
 		{"no labels, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict"}, 1,
 			"", unlabelled + "admitfn apply: --strict: 1 binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels\n"},
 		{"labels given, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict", "--namespace-labels", "qa=env=dev"}, 0,
@@ -211,14 +211,14 @@ spec: {policyName: no-shrink.example.com, validationActions: [Deny]}
 	os.WriteFile(old, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 3}\n"), 0o644)
 	now := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 2}\n"
 	code, out, _ := applyAt(now, "apply", "-p", bundle, "-f", "-", "--old-filename", old)
-	want := "DENIED Deployment shop/api (<stdin>:1) UPDATE\n  fail  no-shrink.example.com no-shrink/validations[0]: replicas may not shrink\n1 resources: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 1 fail, 0 warn, 0 error\n"
+	want := "DENIED Deployment shop/api (<stdin>:1) UPDATE\n  fail  no-shrink.example.com no-shrink/validations[0]: replicas may not shrink\n1 resource: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 1 fail, 0 warn, 0 error\n"
 	if code != 1 || out != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
 	}
 	// Without the old version it is a CREATE, which the policy does not
 	// match.
 	code, out, _ = applyAt(now, "apply", "-p", bundle, "-f", "-")
-	if want := "ALLOWED Deployment shop/api (<stdin>:1) CREATE\n1 resources: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
+	if want := "ALLOWED Deployment shop/api (<stdin>:1) CREATE\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
 	}
 }

@@ -198,5 +198,8 @@ func (c *cli) loadBundle(path string) (*engine.Engine, *policy.Set, []policy.Sou
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	// Reports carry <stdin> and CEL's && as written, not as \u003c and
+	// \u0026 (which HTML escaping is for).
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

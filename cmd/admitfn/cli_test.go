@@ -208,7 +208,7 @@ func TestLintJSONAndSARIF(t *testing.T) {
       "severity": "error",
       "object": "ValidatingAdmissionPolicy replicas.lint.admitfn.io",
       "field": "spec.validations[0].expression",
-      "message": "apps/v1, Kind=Deployment: ERROR: \u003cinput\u003e:1:12: undefined field 'replicaz'\n | object.spec.replicaz \u003c= 3\n | ...........^"
+      "message": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz <= 3\n | ...........^"
     },
     {
       "bundle": "testdata/lint",

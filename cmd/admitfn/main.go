@@ -52,6 +52,16 @@ func (c *cli) run(args []string) int {
 		fmt.Fprintf(c.err, "admitfn: %v\nRun 'admitfn --help' for usage.\n", err)
 		return exitUsage
 	}
+	// A mistyped command before flags (admitfn rendr -p x): cobra would
+	// parse the flags as the root's and complain about -p.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.HasPrefix(args[0], "__") {
+		root.InitDefaultHelpCmd()
+		root.InitDefaultCompletionCmd()
+		if found, _, _ := root.Find(args[:1]); found == root {
+			fmt.Fprintf(c.err, "admitfn: %v\nRun 'admitfn --help' for usage.\n", unknownCommand(root, args[0]).(usageError).error)
+			return exitUsage
+		}
+	}
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	var usage usageError
@@ -109,15 +119,10 @@ command line is wrong.`,
 		CompletionOptions:          cobra.CompletionOptions{HiddenDefaultCmd: false},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				cmd.SetOut(c.err)
-				cmd.Help()
-				return errUsageReported
+				// As kubectl: the help, on stdout, and success.
+				return cmd.Help()
 			}
-			msg := fmt.Sprintf("unknown command %q", args[0])
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += fmt.Sprintf("; did you mean %q?", s[0])
-			}
-			return usageError{errors.New(msg)}
+			return unknownCommand(cmd, args[0])
 		},
 	}
 	root.SetIn(c.in)
@@ -130,6 +135,16 @@ command line is wrong.`,
 	}
 	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.applyCmd(), c.pushCmd(), c.diffCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd())
 	return root
+}
+
+// unknownCommand is the usage error of a command root does not have, with
+// the nearest one it has.
+func unknownCommand(root *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError{errors.New(msg)}
 }
 
 // noArgs is cobra.NoArgs as a usage error.

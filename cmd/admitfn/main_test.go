@@ -106,6 +106,14 @@ func TestRenderExamples(t *testing.T) {
 	}
 }
 
+// admitfn alone prints its help on stdout and succeeds, as kubectl does.
+func TestBareCommandIsHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage:\n  admitfn [flags]\n  admitfn [command]\n") || stderr.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	broken := t.TempDir()
 	os.WriteFile(filepath.Join(broken, "p.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}\n  validations: [{expression: 'nope'}]\n"), 0o644)
@@ -119,7 +127,9 @@ func TestRenderErrors(t *testing.T) {
 		{[]string{"render", "-p", "testdata/nonexistent", "--url", "https://x"}, 1, "admitfn render: bundle testdata/nonexistent: no such file or directory\n"},
 		{[]string{"render", "-p", "testdata/tests/bundle/replicas_test.yaml", "--url", "https://x"}, 1, "admitfn render: bundle testdata/tests/bundle/replicas_test.yaml: a test file, not a bundle (run it with admitfn test testdata/tests/bundle/replicas_test.yaml)\n"},
 		{[]string{"render", "-p", "main.go", "--url", "https://x"}, 1, "admitfn render: bundle main.go: not a .yaml, .yml or .json file\n"},
-		{[]string{"render", "-p", "testdata/small", "--url", "http://x"}, 1, "kube-apiserver only calls webhooks over https"},
+		{[]string{"render", "-p", "testdata/small", "--url", "http://x"}, 2, "admitfn render: invalid URL \"http://x\": kube-apiserver only calls webhooks over https\nRun 'admitfn render --help' for usage.\n"},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "--timeout", "45"}, 2, "admitfn render: timeout 45s out of range: kube-apiserver accepts 1 to 30 seconds\nRun 'admitfn render --help' for usage.\n"},
+		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "--cluster", "Prod/EU"}, 2, "admitfn render: cluster \"Prod/EU\": want a DNS label"},
 		{[]string{"render", "-p", broken, "--url", "https://x"}, 1, "p.yaml: policy p: spec.validations[0].expression: compilation failed"},
 		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "-o", "xml"}, 2, `admitfn render: -o/--output must be yaml or json, not "xml"`},
 		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "--ca-bundle", "/nonexistent"}, 1, "read CA bundle"},
@@ -129,7 +139,7 @@ func TestRenderErrors(t *testing.T) {
 		{[]string{"render", "-p", "testdata/small", "--url", "https://x", "extra"}, 2, "admitfn render: unexpected arguments: extra\n"},
 		{[]string{"frobnicate"}, 2, "admitfn: unknown command \"frobnicate\"\nRun 'admitfn --help' for usage.\n"},
 		{[]string{"rendr"}, 2, `admitfn: unknown command "rendr"; did you mean "render"?`},
-		{nil, 2, "Usage:\n  admitfn [flags]\n  admitfn [command]\n"},
+		{[]string{"rendr", "-p", "x"}, 2, "admitfn: unknown command \"rendr\"; did you mean \"render\"?\nRun 'admitfn --help' for usage.\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)

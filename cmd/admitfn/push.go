@@ -251,7 +251,7 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 		fmt.Fprintf(c.out, "re-signed bundle %s at %s: manifest %s, %s, %s\n", m.Bundle, loc, loc.Key(bundle.ManifestKey), signed, stamp)
 		return nil
 	}
-	fmt.Fprintf(c.out, "published bundle %s to %s: %d files, manifest %s, %s, %s\n", m.Bundle, loc, len(m.Objects), loc.Key(bundle.ManifestKey), signed, stamp)
+	fmt.Fprintf(c.out, "published bundle %s to %s: %s, manifest %s, %s, %s\n", m.Bundle, loc, plural(len(m.Objects), "file"), loc.Key(bundle.ManifestKey), signed, stamp)
 	for _, r := range m.Retired {
 		fmt.Fprintf(c.out, "retired routes served with bundle %s until %s: %s\n", r.Bundle, r.Until.Format(time.RFC3339), strings.Join(r.Routes, " "))
 	}

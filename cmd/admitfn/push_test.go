@@ -35,6 +35,22 @@ func admitfn(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// keygen makes the directory of the key it writes, for its owner alone.
+func TestKeygenMakesTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys", "prod")
+	code, out, errOut := admitfn("keygen", "--out", filepath.Join(dir, "bundle.key"))
+	if code != 0 || !strings.HasPrefix(out, "wrote "+filepath.Join(dir, "bundle.key")+" and ") || errOut != "" {
+		t.Fatalf("keygen: %d %q %q", code, out, errOut)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory: %v %v", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "bundle.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key: %v %v", fi, err)
+	}
+}
+
 // keys makes a signing key with admitfn keygen and reads its public half.
 func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 	t.Helper()
@@ -211,7 +227,7 @@ func TestPushRefusesABadBundle(t *testing.T) {
 	os.WriteFile(filepath.Join(bad, "p.yaml"), []byte("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}\n  validations:\n  - expression: 'object.spec +'\n"), 0o644)
 	to := filepath.Join(t.TempDir(), "out")
 	code, _, errOut := admitfn("push", "-p", bad, "--to", to)
-	if code != 1 || !strings.HasPrefix(errOut, "admitfn push: "+bad+": 1 error(s) in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed") {
+	if code != 1 || !strings.HasPrefix(errOut, "admitfn push: "+bad+": 1 error in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed") {
 		t.Errorf("push of a bad bundle: %d %q", code, errOut)
 	}
 	if _, err := os.Stat(to); !errors.Is(err, os.ErrNotExist) {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -69,6 +69,9 @@ renders no condition (docs/cluster.md, "Fewer calls").`,
 func (c *cli) render(policies, output string, opts render.Options, caFile string, quiet bool) error {
 	if opts.URL == "" {
 		return usagef("--url is required: the function's base URL, https://HOST[:PORT][/prefix]")
+	}
+	if err := opts.Check(); err != nil {
+		return usagef("%v", err)
 	}
 	if caFile != "" {
 		ca, err := os.ReadFile(caFile)
@@ -157,8 +160,9 @@ func renderItems(groups []*policy.Group, opts render.Options) ([]any, error) {
 
 // renderList is render -o json: a v1 List of items.
 func renderList(items []any) ([]byte, error) {
-	out, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
-	return append(out, '\n'), err
+	var out bytes.Buffer
+	err := writeJSON(&out, map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	return out.Bytes(), err
 }
 
 // publishedWebhooks is what push stores at bundle.WebhooksKey: render -o

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +45,10 @@ func keygen(out string, stdout io.Writer) error {
 	}
 	privPEM, pubPEM, err := bundle.MarshalKeys(priv)
 	if err != nil {
+		return err
+	}
+	// A key's directory is made for it, readable by its owner alone.
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

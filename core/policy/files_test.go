@@ -128,7 +128,7 @@ func TestErrorListIsCapped(t *testing.T) {
 	}
 	msg := err.Error()
 	if len(errs) != policy.MaxErrors+1 || errs.Count() != n ||
-		!strings.HasPrefix(msg, "20000 error(s) in policy bundle:\n  bad.yaml: document 1: unknown kind \"Nope\"") ||
+		!strings.HasPrefix(msg, "20000 errors in policy bundle:\n  bad.yaml: document 1: unknown kind \"Nope\"") ||
 		!strings.HasSuffix(msg, "\n  … and 19900 more") || strings.Count(msg, "\n") != policy.MaxErrors+1 {
 		t.Fatalf("%d kept, %d counted, %d lines, ends %q", len(errs), errs.Count(), strings.Count(msg, "\n"), msg[len(msg)-40:])
 	}

@@ -114,7 +114,11 @@ func (e Errors) Error() string {
 		// Keep a CEL error's source and caret lines under their error.
 		lines[i] = strings.ReplaceAll(err.Error(), "\n", "\n    ")
 	}
-	return fmt.Sprintf("%d error(s) in policy bundle:\n  %s", e.Count(), strings.Join(lines, "\n  "))
+	what := "errors"
+	if e.Count() == 1 {
+		what = "error"
+	}
+	return fmt.Sprintf("%d %s in policy bundle:\n  %s", e.Count(), what, strings.Join(lines, "\n  "))
 }
 
 // LoadFS reads every .yaml, .yml and .json file under dir in fsys (recursively,

@@ -174,14 +174,14 @@ spec:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors:\n got:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
-	if !strings.HasPrefix(err.Error(), "16 error(s) in policy bundle:\n  b.yaml: document 2:") {
+	if !strings.HasPrefix(err.Error(), "16 errors in policy bundle:\n  b.yaml: document 2:") {
 		t.Errorf("Error() = %s", err)
 	}
 }
 
 func TestParamsNeedANameAndAreUnique(t *testing.T) {
 	_, err := Parse([]Source{{Name: "x.yaml", Data: []byte(policyYAML + "---\n" + paramYAML + "---\n" + paramYAML + "---\napiVersion: rules.example.com/v1\nkind: ReplicaLimit\nmaxReplicas: 1\n")}})
-	want := "2 error(s) in policy bundle:\n  x.yaml: document 3: ReplicaLimit \"limit\" is already defined at x.yaml: document 2\n  x.yaml: document 4: ReplicaLimit: metadata.name is required"
+	want := "2 errors in policy bundle:\n  x.yaml: document 3: ReplicaLimit \"limit\" is already defined at x.yaml: document 2\n  x.yaml: document 4: ReplicaLimit: metadata.name is required"
 	if err == nil || err.Error() != want {
 		t.Errorf("error\n got: %v\nwant: %s", err, want)
 	}

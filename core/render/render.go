@@ -47,6 +47,21 @@ type Options struct {
 	Policies *policy.Set
 }
 
+// Check reports what kube-apiserver or render would refuse in o: its URL,
+// its cluster name, its timeout.
+func (o Options) Check() error {
+	if _, err := baseURL(o.URL); err != nil {
+		return err
+	}
+	if o.Cluster != "" && !cluster.ValidName(o.Cluster) {
+		return fmt.Errorf("cluster %q: want a DNS label (a-z, 0-9 and -, at most 63)", o.Cluster)
+	}
+	if o.TimeoutSeconds != 0 && (o.TimeoutSeconds < 1 || o.TimeoutSeconds > 30) {
+		return fmt.Errorf("timeout %ds out of range: kube-apiserver accepts 1 to 30 seconds", o.TimeoutSeconds)
+	}
+	return nil
+}
+
 // webhookDomain suffixes every webhook name; kube-apiserver requires names
 // with at least three DNS labels.
 const webhookDomain = "admitfn.io"

@@ -161,7 +161,7 @@ spec:
 	if err == nil {
 		t.Fatal("started with a broken bundle")
 	}
-	for _, want := range []string{"load " + dir + ": 2 error(s) in policy bundle:", "p.yaml: policy p: spec.validations[0].expression: compilation failed:", "p.yaml: policy p: spec.validations[1].expression: compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope'"} {
+	for _, want := range []string{"load " + dir + ": 2 errors in policy bundle:", "p.yaml: policy p: spec.validations[0].expression: compilation failed:", "p.yaml: policy p: spec.validations[1].expression: compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope'"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -446,7 +446,7 @@ func TestCompileError(t *testing.T) {
 		f.publish(broken(), nil)
 		f.servedAcrossChecks("A", 3)
 		var errs policy.Errors
-		if !errors.As(f.lastError(), &errs) || !strings.HasPrefix(errs.Error(), "1 error(s) in policy bundle:\n  policy.yaml: policy tag: spec.validations[0].expression: compilation failed") || f.failures() != 1 {
+		if !errors.As(f.lastError(), &errs) || !strings.HasPrefix(errs.Error(), "1 error in policy bundle:\n  policy.yaml: policy tag: spec.validations[0].expression: compilation failed") || f.failures() != 1 {
 			t.Fatalf("last error %v, %d failures logged", f.lastError(), f.failures())
 		}
 		f.publish(sources("B"), nil)

@@ -148,7 +148,7 @@ func TestPushedBundleCompilesInTheBackground(t *testing.T) {
 		name, policies, logged string
 	}{
 		{"examples", "../../../policies/examples", ""},
-		{"broken", "", `"level":"error","error":"1 error(s) in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed`},
+		{"broken", "", `"level":"error","error":"1 error in policy bundle:\n  p.yaml: policy p: spec.validations[0].expression: compilation failed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sources []policy.Source
@@ -256,10 +256,10 @@ func TestStartErrors(t *testing.T) {
 		msg    string
 	}{
 		{Config{Policies: "/nonexistent"}, false, "load /nonexistent: stat /nonexistent: no such file or directory"},
-		{Config{Policies: bad}, false, "load " + bad + ": 1 error(s) in policy bundle:"},
+		{Config{Policies: bad}, false, "load " + bad + ": 1 error in policy bundle:"},
 		{Config{Policies: "ftp://x"}, true, `configuration error: policy location "ftp://x": unsupported scheme "ftp"`},
 		{Config{Policies: "../../../policies/examples", PublicKey: "-----BEGIN"}, true, "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY: public key: text outside PEM blocks"},
-		{Config{Policies: "../../../policies/examples", Fallback: bad}, true, "configuration error: fallback bundle " + bad + ": 1 error(s) in policy bundle:"},
+		{Config{Policies: "../../../policies/examples", Fallback: bad}, true, "configuration error: fallback bundle " + bad + ": 1 error in policy bundle:"},
 		{Config{Policies: "gs://b/p"}, true, "configuration error: gs://b/p: storage backend not built in: this function reads directories only"},
 		// A key setting that holds no key does not turn verification off.
 		{Config{Policies: "../../../policies/examples", PublicKeySet: true}, true, noKey},
