@@ -59,7 +59,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: policyreport-deps release release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
+.PHONY: policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -135,9 +135,12 @@ build: ## static binaries in bin/
 
 VERSION  ?=
 SIGN_KEY ?=
-release: $(CYCLONEDX_GOMOD) ## dist/release/ for VERSION=v0.1.0: CLI archives, Lambda zips, Cloud Functions source, server OCI image, SBOMs, SHA256SUMS (signed with SIGN_KEY=file)
-	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.1.0 [SIGN_KEY=release.key]"; exit 2; }
+release: release-version $(CYCLONEDX_GOMOD) ## dist/release/ for VERSION=v0.1.0: CLI archives, Lambda zips, Cloud Functions source, server OCI image, SBOMs, SHA256SUMS (signed with SIGN_KEY=file)
 	$(GO) run ./hack/release -version $(VERSION) -out dist/release -cyclonedx-gomod $(CYCLONEDX_GOMOD) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
+
+# The usage before any tool is installed.
+release-version:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.1.0 [SIGN_KEY=release.key]"; exit 2; }
 
 RELEASE_CHECK := dist/release-check
 release-check: $(CYCLONEDX_GOMOD) release-deps ## the CI variant of make release (linux/amd64), built twice and compared byte for byte, then unpacked and run

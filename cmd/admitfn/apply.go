@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,14 +21,14 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
@@ -395,36 +396,63 @@ func (c *cli) reviewAll(items []manifest, review func(manifest) resourceResult) 
 // readAllManifests reads every resource of the files; Namespace objects
 // also give their labels to declared (when not nil).
 func (c *cli) readAllManifests(paths []string, declared map[string]map[string]string) ([]manifest, error) {
-	files, err := manifestFiles(paths)
-	if err != nil {
-		return nil, err
-	}
 	var items []manifest
-	for _, file := range files {
-		var r io.Reader
-		if file == "-" {
-			if r, err = c.stdin(); err != nil {
-				return nil, err
+	for _, path := range paths {
+		files, err := manifestFiles([]string{path})
+		if err != nil {
+			return nil, err
+		}
+		fi, statErr := os.Stat(path)
+		inDir := path != "-" && statErr == nil && fi.IsDir()
+		for _, file := range files {
+			found, err := c.readManifestFile(file, declared)
+			if err != nil && inDir && errors.Is(err, errNotObject) {
+				// A directory holds other YAML too (kustomization.yaml,
+				// a chart's values): a named file must be objects.
+				fmt.Fprintf(c.err, "warning: skipped %v\n", err)
+				continue
 			}
-		} else {
-			f, err := os.Open(file)
 			if err != nil {
 				return nil, err
 			}
-			defer f.Close()
-			r = f
+			items = append(items, found...)
 		}
-		err := readManifests(r, file, func(m manifest) error {
-			if declared != nil && m.obj.GetAPIVersion() == "v1" && m.obj.GetKind() == "Namespace" {
-				if _, flagged := declared[m.obj.GetName()]; !flagged {
-					declared[m.obj.GetName()] = m.obj.GetLabels()
-				}
-			}
-			items = append(items, m)
-			return nil
-		})
+	}
+	return items, nil
+}
+
+// readManifestFile reads the resources of one file ("-": standard input);
+// Namespace objects also give their labels to declared (when not nil).
+func (c *cli) readManifestFile(file string, declared map[string]map[string]string) ([]manifest, error) {
+	var r io.Reader
+	if file == "-" {
+		var err error
+		if r, err = c.stdin(); err != nil {
+			return nil, err
+		}
+	} else {
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	var items []manifest
+	labels := map[string]map[string]string{}
+	err := readManifests(r, file, func(m manifest) error {
+		if m.obj.GetAPIVersion() == "v1" && m.obj.GetKind() == "Namespace" {
+			labels[m.obj.GetName()] = m.obj.GetLabels()
+		}
+		items = append(items, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for ns, l := range labels {
+		if _, flagged := declared[ns]; declared != nil && !flagged {
+			declared[ns] = l
 		}
 	}
 	return items, nil

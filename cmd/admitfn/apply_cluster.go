@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -233,6 +234,11 @@ func restConfig(kubeconfig, context string) (*rest.Config, string, error) {
 	rules.ExplicitPath = kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's words point at KUBERNETES_MASTER, which kubectl no
+		// longer reads.
+		return nil, "", errors.New("kubeconfig: none found: name one with --kubeconfig, or set KUBECONFIG, or write ~/.kube/config")
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -138,7 +138,9 @@ spec:
 		{"stdin, multi-document", "---\n# a comment\n" + deploy + "---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {environment: production}}\n", []string{"-f", "-"}, 1,
 			"DENIED Deployment production/api (<stdin>:3) CREATE\n", ""},
 		{"bad YAML names the file and line", deploy + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n", []string{"-f", "-"}, 1,
-			"", "admitfn apply: <stdin>:6: invalid YAML: yaml: line 3: did not find expected ',' or '}'\n"},
+			"", "admitfn apply: <stdin>:8: invalid YAML: did not find expected ',' or '}'\n"},
+		{"bad YAML after a comment: the file's line", deploy + "---\n\n# config\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n", []string{"-f", "-"}, 1,
+			"", "admitfn apply: <stdin>:10: invalid YAML: did not find expected ',' or '}'\n"},
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:1: not a Kubernetes object: apiVersion and kind are required\n"},
 		{"a List item without kind", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n", []string{"-f", "-"}, 1,
@@ -248,5 +250,34 @@ func TestApplyProgress(t *testing.T) {
 	var pipe bytes.Buffer
 	if code := run(&pipe); code != 0 || pipe.Len() != 0 {
 		t.Errorf("into a pipe: exit %d, %q", code, pipe.String())
+	}
+}
+
+// --cluster with no kubeconfig anywhere says where one is looked for, not
+// client-go's KUBERNETES_MASTER hint.
+func TestApplyWithoutKubeconfig(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	code, out, errOut := applyAt("", "apply", "-p", "../../policies/examples", "--cluster")
+	if want := "admitfn apply: kubeconfig: none found: name one with --kubeconfig, or set KUBECONFIG, or write ~/.kube/config\n"; code != 1 || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1, %q", code, out, errOut, want)
+	}
+}
+
+// In a directory, a file of YAML that is no Kubernetes object (a
+// kustomization.yaml without kind) is skipped with a warning; named, it is
+// an error.
+func TestApplySkipsOtherYAMLInDirectories(t *testing.T) {
+	dir := t.TempDir()
+	kustomization := filepath.Join(dir, "kustomization.yaml")
+	os.WriteFile(kustomization, []byte("resources: [deploy.yaml]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "deploy.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"), 0o644)
+	code, out, errOut := applyAt("", "apply", "-p", "../../policies/examples", "-f", dir)
+	if want := "warning: skipped " + kustomization + ":1: not a Kubernetes object: apiVersion and kind are required\n"; code != 0 || !strings.Contains(out, "ALLOWED ConfigMap shop/c (") || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, want)
+	}
+	code, _, errOut = applyAt("", "apply", "-p", "../../policies/examples", "-f", kustomization)
+	if want := "admitfn apply: " + kustomization + ":1: not a Kubernetes object: apiVersion and kind are required\n"; code != 1 || errOut != want {
+		t.Errorf("named: exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,7 +86,8 @@ func readManifests(r io.Reader, file string, fn func(manifest) error) error {
 	return splitYAML(r, func(doc []byte, line int) error {
 		objs, err := decodeManifest(doc)
 		if err != nil {
-			return fmt.Errorf("%s:%d: %w", displayFile(file), line, err)
+			at, err := absoluteLine(doc, line, err)
+			return fmt.Errorf("%s:%d: %w", displayFile(file), at, err)
 		}
 		for _, o := range objs {
 			if err := fn(manifest{obj: o, file: file, line: line}); err != nil {
@@ -145,6 +148,32 @@ func splitYAML(r io.Reader, fn func(doc []byte, line int) error) error {
 	}
 }
 
+var yamlLine = regexp.MustCompile(`^invalid YAML: yaml: line (\d+): `)
+
+// absoluteLine turns the YAML parser's line, counted in the document, into
+// the file's, and takes it out of the message: doc's first content line is
+// the file's line first.
+func absoluteLine(doc []byte, first int, err error) (int, error) {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return first, err
+	}
+	n, _ := strconv.Atoi(m[1])
+	// Lines of the document before its first content line.
+	before := 0
+	for _, l := range bytes.SplitAfter(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			break
+		}
+		before++
+	}
+	return first - before + n - 1, errors.New("invalid YAML: " + strings.TrimPrefix(err.Error(), m[0]))
+}
+
+// errNotObject: a document that is YAML but no Kubernetes object (a
+// kustomization.yaml without kind, a chart's values.yaml).
+var errNotObject = errors.New("not a Kubernetes object")
+
 // decodeManifest decodes one document into its objects.
 func decodeManifest(doc []byte) ([]*unstructured.Unstructured, error) {
 	raw, err := yaml.YAMLToJSON(doc)
@@ -156,11 +185,11 @@ func decodeManifest(doc []byte) ([]*unstructured.Unstructured, error) {
 	}
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, errors.New("not a Kubernetes object: want a map with apiVersion and kind")
+		return nil, fmt.Errorf("%w: want a map with apiVersion and kind", errNotObject)
 	}
 	obj := &unstructured.Unstructured{Object: m}
 	if obj.GetAPIVersion() == "" || obj.GetKind() == "" {
-		return nil, errors.New("not a Kubernetes object: apiVersion and kind are required")
+		return nil, fmt.Errorf("%w: apiVersion and kind are required", errNotObject)
 	}
 	if !obj.IsList() {
 		return []*unstructured.Unstructured{obj}, nil
@@ -171,7 +200,7 @@ func decodeManifest(doc []byte) ([]*unstructured.Unstructured, error) {
 		im, ok := item.(map[string]any)
 		o := &unstructured.Unstructured{Object: im}
 		if !ok || o.GetAPIVersion() == "" || o.GetKind() == "" {
-			return nil, fmt.Errorf("%s items[%d]: not a Kubernetes object: apiVersion and kind are required", obj.GetKind(), i)
+			return nil, fmt.Errorf("%s items[%d]: %w: apiVersion and kind are required", obj.GetKind(), i, errNotObject)
 		}
 		out = append(out, o)
 	}

@@ -173,7 +173,7 @@ func TestDocCommandsCatchMistakes(t *testing.T) {
 		{"make gcf POLICYS=x", `make: the Makefile reads no variable POLICYS`},
 		{"go run ./cmd/admitfnn test x", `go run: no package ./cmd/admitfnn`},
 		{"cd terraform/examples/aws-eks\ngo run ../../cmd/admitfn test x", `go run: no package ./terraform/cmd/admitfn`},
-		{"admitfn rendr", `admitfn rendr: no such command (--help shows "admitfn")`},
+		{"admitfn rendr", `admitfn rendr: exit status 2: admitfn: unknown command "rendr"; did you mean "render"?`},
 		{"admitfn completion bsh", `admitfn completion bsh: no such command (--help shows "admitfn completion")`},
 		{"admitfn render -p x --ulr https://x", `admitfn render -p x --ulr https://x: exit status 2: admitfn render: unknown flag: --ulr`},
 		{"go run ./functions/server -adr :8443", `server -adr :8443: exit status 1: flag provided but not defined: -adr`},
