@@ -18,7 +18,7 @@ func TestCLIReferenceIsTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(doc)
-	commands := []string{"", "render", "test", "lint", "apply", "push", "diff", "keygen", "token", "version", "completion"}
+	commands := []string{"", "init", "render", "test", "lint", "apply", "push", "diff", "keygen", "token", "version", "completion"}
 	doccheck.Find(t, "docs/cli.md", len(commands))
 	const open = "\n\n<!-- checked by TestCLIReferenceIsTheHelp -->\n```text\n"
 	for _, cmd := range commands {

@@ -48,7 +48,7 @@ func TestFlagsAnywhere(t *testing.T) {
 
 // Every command has --help (and -h) with examples, on stdout, exit 0.
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"render", "test", "lint", "apply", "push", "keygen", "token", "version"} {
+	for _, cmd := range []string{"init", "render", "test", "lint", "apply", "push", "keygen", "token", "version"} {
 		for _, flag := range []string{"--help", "-h"} {
 			code, out, errOut := admitfn(cmd, flag)
 			if code != 0 || errOut != "" || !strings.Contains(out, "\nUsage:\n  admitfn "+cmd) || !strings.Contains(out, "\nExamples:\n  ") {

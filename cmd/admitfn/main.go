@@ -133,7 +133,7 @@ command line is wrong.`,
 	if c.now == nil {
 		c.now = time.Now
 	}
-	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.applyCmd(), c.pushCmd(), c.diffCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd())
+	root.AddCommand(c.renderCmd(), c.testCmd(), c.lintCmd(), c.applyCmd(), c.pushCmd(), c.diffCmd(), c.keygenCmd(), c.tokenCmd(), c.versionCmd(), c.initCmd())
 	return root
 }
 

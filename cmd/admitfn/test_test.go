@@ -330,3 +330,25 @@ PASS: 5 cases
 		}
 	}
 }
+
+// admitfn init writes a bundle that admitfn test passes and admitfn lint
+// finds nothing in, and overwrites nothing.
+func TestInitScaffold(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	code, out, errOut := admitfn("init", dir, "--name", "team-label")
+	if want := "wrote " + filepath.Join(dir, "team-label.yaml") + "\nwrote " + filepath.Join(dir, "team-label_test.yaml") + "\nnext: admitfn test " + dir + "\n"; code != 0 || out != want || errOut != "" {
+		t.Fatalf("init: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	if code, out, _ := admitfn("test", dir); code != 0 || !strings.HasSuffix(out, "PASS: 2 cases\n") || strings.Count(out, "ok   ") != 2 {
+		t.Errorf("test: exit %d\n%s", code, out)
+	}
+	if code, out, _ := admitfn("lint", dir); code != 0 || out != "0 errors, 0 warnings\n" {
+		t.Errorf("lint: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := admitfn("init", dir, "--name", "team-label"); code != 1 || errOut != "admitfn init: "+filepath.Join(dir, "team-label.yaml")+" exists: not overwriting it\n" {
+		t.Errorf("again: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := admitfn("init", dir, "--name", "Team"); code != 2 || !strings.HasPrefix(errOut, "admitfn init: --name \"Team\": a lowercase RFC 1123 label") {
+		t.Errorf("bad name: exit %d, %q", code, errOut)
+	}
+}
