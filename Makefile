@@ -59,7 +59,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
+.PHONY: install policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -129,6 +129,9 @@ lint: ## gofmt and go vet
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+install: ## the admitfn CLI into $(go env GOBIN), or $(go env GOPATH)/bin
+	$(GO) install ./cmd/admitfn
 
 build: ## static binaries in bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/ ./cmd/admitfn ./functions/server

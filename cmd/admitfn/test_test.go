@@ -352,3 +352,20 @@ func TestInitScaffold(t *testing.T) {
 		t.Errorf("bad name: exit %d, %q", code, errOut)
 	}
 }
+
+// docs/policies.md's in-cluster list is a bundle: lint finds nothing, and
+// the policy denies what it denies in-cluster.
+func TestPoliciesDocInCluster(t *testing.T) {
+	b := doccheck.Find(t, "docs/policies.md", 1)[0]
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in-cluster.yaml"), []byte(b.Text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := admitfn("lint", dir); code != 0 || out != "0 errors, 0 warnings\n" {
+		t.Errorf("lint: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ := applyAt("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec: {replicas: 6}\n", "apply", "-p", dir, "-f", "-")
+	if code != 1 || !strings.Contains(out, "fail  max-replicas.example.com max-replicas/validations[0]: failed expression: object.spec.replicas <= 5\n") {
+		t.Errorf("apply: exit %d\n%s", code, out)
+	}
+}
