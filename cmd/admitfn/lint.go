@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/version"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,9 +34,10 @@ type finding struct {
 
 func (c *cli) lintCmd() *cobra.Command {
 	var (
-		bundles []string
-		output  string
-		opts    lint.Options
+		bundles    []string
+		output     string
+		k8sVersion string
+		opts       lint.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "lint [BUNDLE...]",
@@ -58,7 +60,12 @@ and every object checked as kube-apiserver checks it on create, then:
     with it (--cluster-access: the function reads the clusters it serves,
     see docs/cluster.md), a kind the bundle carries is served from the
     bundle, never the cluster, and the authorizer and namespaceObject
-    warnings are not made.
+    warnings are not made;
+  - with --kubernetes-version 1.N, finds the expressions that use a CEL
+    library or function a kube-apiserver of 1.N does not have (it accepts
+    new expressions in the environment of 1.N-1): such a cluster refuses
+    the policy in-cluster, and a webhook configuration whose pushed-down
+    conditions use one. admitfn itself runs them whatever the cluster.
 
 -o json prints the findings as JSON, -o sarif as a SARIF 2.1.0 log that code
 scanning (GitHub, GitLab) shows beside the lines. Exits 1 when a bundle does
@@ -72,6 +79,14 @@ not load or has errors; warnings alone exit 0.`, lint.MaxGroups),
 			if err := checkOutput(output, "text", "json", "sarif"); err != nil {
 				return err
 			}
+			if k8sVersion != "" {
+				v, err := version.ParseGeneric(k8sVersion)
+				tracked := lint.TrackedKubernetesVersion()
+				if err != nil || v.LessThan(lint.MinKubernetesVersion) || tracked.LessThan(version.MajorMinor(v.Major(), v.Minor())) {
+					return usagef("--kubernetes-version %q: want a version from %s to %d.%d", k8sVersion, lint.MinKubernetesVersion, tracked.Major(), tracked.Minor())
+				}
+				opts.KubernetesVersion = version.MajorMinor(v.Major(), v.Minor())
+			}
 			paths := append(bundles, args...)
 			if len(paths) == 0 {
 				return usagef("name at least one bundle: admitfn lint -p policies/")
@@ -83,6 +98,7 @@ not load or has errors; warnings alone exit 0.`, lint.MaxGroups),
 		},
 	}
 	cmd.Flags().BoolVar(&opts.ClusterAccess, "cluster-access", false, "lint for a deployment that reads the clusters it serves (ADMITFN_CLUSTERS with access)")
+	cmd.Flags().StringVar(&k8sVersion, "kubernetes-version", "", "the Kubernetes version of the clusters the bundle is for, 1.N: find expressions their kube-apiserver would refuse")
 	cmd.Flags().StringArrayVarP(&bundles, "policies", "p", nil, policiesUsage+" (repeatable; also taken as arguments)")
 	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
 	outputFlag(cmd, &output, "text", "json", "sarif")

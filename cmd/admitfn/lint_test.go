@@ -57,3 +57,31 @@ spec:
 		t.Errorf("exit %d\n%s", code, stdout.String())
 	}
 }
+
+// --kubernetes-version names the oldest cluster an expression must suit,
+// from the first with ValidatingAdmissionPolicy GA to the one admitfn
+// tracks.
+func TestLintKubernetesVersion(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: names.example.com}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]
+  validations:
+  - expression: "object.spec.template.spec.containers.all(i, c, c.name != '')"
+`), 0o644)
+	code, out, _ := admitfn("lint", dir, "--kubernetes-version", "1.32")
+	if want := filepath.Join(dir, "p.yaml") + ": document 1: warning: ValidatingAdmissionPolicy names.example.com: spec.validations[0].expression: Kubernetes 1.32 refuses it (compilation failed: ERROR: <input>:1:41: undeclared reference to 'all' (in container '')); it needs 1.33 or later\n0 errors, 1 warning\n"; code != 0 || out != want {
+		t.Errorf("1.32: exit %d\n%s\nwant\n%s", code, out, want)
+	}
+	if code, out, _ := admitfn("lint", dir, "--kubernetes-version", "1.33"); code != 0 || out != "0 errors, 0 warnings\n" {
+		t.Errorf("1.33: exit %d\n%s", code, out)
+	}
+	for _, v := range []string{"1.29", "1.38", "one"} {
+		if code, _, errOut := admitfn("lint", dir, "--kubernetes-version", v); code != 2 || !strings.HasPrefix(errOut, "admitfn lint: --kubernetes-version \""+v+"\": want a version from 1.30 to 1.37\n") {
+			t.Errorf("%s: exit %d, %q", v, code, errOut)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package lint
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/version"
 	"regexp"
 	"strings"
 
@@ -44,6 +45,7 @@ var Rules = []Rule{
 	{UncheckedRule, Warning, "A rule matches kinds whose schemas are unknown here (wildcards, custom resources), so its expressions are not type-checked."},
 	{WebhookGroups, Warning, "The bindings make many webhook groups, each a call of its own."},
 	{ParamSource, Warning, "A param kind's objects come from somewhere else than one may think: the bundle, or the cluster."},
+	{KubernetesVersion, Warning, "An expression uses a CEL library or function a cluster of the version linted for does not have: it refuses the policy in-cluster, and a webhook configuration that pushes the expression down."},
 }
 
 // The rule IDs.
@@ -55,6 +57,8 @@ const (
 	UncheckedRule   = "unchecked-rule"
 	WebhookGroups   = "webhook-groups"
 	ParamSource     = "param-source"
+	// KubernetesVersion: see version.go.
+	KubernetesVersion = "kubernetes-version"
 )
 
 func severity(rule string) Severity {
@@ -98,6 +102,9 @@ type Options struct {
 	// there, and param kinds the bundle carries no object of are read from
 	// the cluster.
 	ClusterAccess bool
+	// KubernetesVersion, when set, is the version of the clusters the
+	// bundle is for: expressions they would refuse are found.
+	KubernetesVersion *version.Version
 }
 
 // Set lints the parsed bundle b for a deployment without cluster access.
@@ -120,6 +127,9 @@ func SetWith(b *policy.Set, opts Options) []Finding {
 		for _, e := range validatingExpressions(p) {
 			checkExpression(e.field, e.expression, opts, at)
 		}
+		if opts.KubernetesVersion != nil {
+			checkVersion(opts.KubernetesVersion, p.Spec.ParamKind != nil, false, p.Spec.Variables, validatingExpressions(p), at)
+		}
 	}
 	for _, p := range b.MutatingPolicies {
 		at := func(rule, field, msg string) {
@@ -127,6 +137,9 @@ func SetWith(b *policy.Set, opts Options) []Finding {
 		}
 		for _, e := range mutatingExpressions(p) {
 			checkExpression(e.field, e.expression, opts, at)
+		}
+		if opts.KubernetesVersion != nil {
+			checkVersion(opts.KubernetesVersion, p.Spec.ParamKind != nil, true, p.Spec.Variables, mutatingExpressions(p), at)
 		}
 	}
 	out = append(out, paramSources(b, opts)...)
