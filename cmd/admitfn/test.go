@@ -66,7 +66,14 @@ type testCase struct {
 	SubResource string                       `json:"subResource,omitempty"`
 	UserInfo    authenticationv1.UserInfo    `json:"userInfo,omitempty"`
 	DryRun      bool                         `json:"dryRun,omitempty"`
-	Expect      expectation                  `json:"expect"`
+	// ObjectFile and OldObjectFile name files (relative to the test file)
+	// holding object and oldObject: a manifest as it is in the repository.
+	ObjectFile    string `json:"objectFile,omitempty"`
+	OldObjectFile string `json:"oldObjectFile,omitempty"`
+	// ReviewFile names an AdmissionReview (relative to the test file), as
+	// kube-apiserver sends it: the case is its request.
+	ReviewFile string      `json:"reviewFile,omitempty"`
+	Expect     expectation `json:"expect"`
 }
 
 // expectation is what a case must produce. allowed is required; message and
@@ -302,6 +309,66 @@ func cases(n int) string {
 	return fmt.Sprintf("%d cases", n)
 }
 
+// readFiles takes the case's objects, or its whole request, from the
+// files it names, relative to dir.
+func (c *testCase) readFiles(dir string) error {
+	if c.ReviewFile != "" {
+		if c.Operation != "" || c.Namespace != "" || c.Object != nil || c.OldObject != nil || c.ObjectFile != "" || c.OldObjectFile != "" ||
+			c.Resource != nil || c.SubResource != "" || c.UserInfo.Username != "" || len(c.UserInfo.Groups) > 0 || c.DryRun {
+			return fmt.Errorf("reviewFile is the whole request: give no operation, namespace, objects, resource, userInfo or dryRun beside it")
+		}
+		data, err := os.ReadFile(filepath.Join(dir, c.ReviewFile))
+		if err != nil {
+			return fmt.Errorf("reviewFile: %w", err)
+		}
+		req, err := review.Decode(data)
+		if err != nil {
+			return fmt.Errorf("reviewFile %s: %w", c.ReviewFile, err)
+		}
+		r := req.AdmissionRequest
+		c.Operation, c.Namespace, c.SubResource, c.UserInfo = r.Operation, r.Namespace, r.SubResource, r.UserInfo
+		c.DryRun = r.DryRun != nil && *r.DryRun
+		gvr := r.Resource
+		c.Resource = &gvr
+		if req.Object != nil {
+			c.Object = req.Object.Object
+		}
+		if req.OldObject != nil {
+			c.OldObject = req.OldObject.Object
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		field, file string
+		to          *map[string]any
+	}{{"objectFile", c.ObjectFile, &c.Object}, {"oldObjectFile", c.OldObjectFile, &c.OldObject}} {
+		if f.file == "" {
+			continue
+		}
+		if *f.to != nil {
+			return fmt.Errorf("%s and %s: give one", f.field, strings.TrimSuffix(f.field, "File"))
+		}
+		file, err := os.Open(filepath.Join(dir, f.file))
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.field, err)
+		}
+		var objs []manifest
+		err = readManifests(file, filepath.Join(dir, f.file), func(m manifest) error {
+			objs = append(objs, m)
+			return nil
+		})
+		file.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.field, err)
+		}
+		if len(objs) != 1 {
+			return fmt.Errorf("%s %s: want one object, found %d", f.field, f.file, len(objs))
+		}
+		*f.to = objs[0].obj.Object
+	}
+	return nil
+}
+
 // findTestFiles lists the test files at path: the file itself, or those
 // under the directory.
 func findTestFiles(dir string) ([]string, error) {
@@ -374,6 +441,10 @@ func readTestFile(path string) (*testFile, error) {
 			return nil, fmt.Errorf("%s (%s): expect.allowed is required", where, c.Name)
 		}
 		names[c.Name] = true
+		if err := c.readFiles(filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", where, c.Name, err)
+		}
+		tf.Cases[i] = c
 		op := c.Operation
 		if op == "" {
 			op = admissionv1.Create

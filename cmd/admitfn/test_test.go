@@ -369,3 +369,54 @@ func TestPoliciesDocInCluster(t *testing.T) {
 		t.Errorf("apply: exit %d\n%s", code, out)
 	}
 }
+
+// A case takes its object from a manifest file, or its whole request from
+// an AdmissionReview file, beside the test file.
+func TestCasesFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	review, err := os.ReadFile("../../policies/reviews/deployment-production.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, _ := filepath.Abs("../../policies/examples")
+	files := map[string]string{
+		"review.json": string(review),
+		"deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 7\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: \"nginx:1.27\"}]}\n",
+		"two.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+		"files_test.yaml": `policies: ` + examples + `
+namespaces:
+  shop: {environment: test}
+  production: {environment: production}
+cases:
+- name: a manifest from its file
+  objectFile: deploy.yaml
+  expect:
+    allowed: false
+    message: "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5"
+- name: a review as kube-apiserver sends it
+  reviewFile: review.json
+  expect:
+    allowed: false
+    warnings: ["Validation failed for ValidatingAdmissionPolicy 'image-matches-environment.policy.example.com' with binding 'image-matches-environment-warn.example.com': only prod images are allowed in namespace production"]
+`,
+	}
+	for name, text := range files {
+		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
+	}
+	code, out, _ := admitfn("test", filepath.Join(dir, "files_test.yaml"))
+	if code != 0 || !strings.HasSuffix(out, "PASS: 2 cases\n") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"  objectFile: two.yaml\n", "objectFile two.yaml: want one object, found 2"},
+		{"  objectFile: none.yaml\n", "objectFile: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"},
+		{"  objectFile: deploy.yaml\n  object: {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n", "objectFile and object: give one"},
+		{"  reviewFile: review.json\n  operation: DELETE\n", "reviewFile is the whole request: give no operation, namespace, objects, resource, userInfo or dryRun beside it"},
+	} {
+		os.WriteFile(filepath.Join(dir, "bad_test.yaml"), []byte("policies: "+examples+"\ncases:\n- name: bad\n"+tc.body+"  expect: {allowed: true}\n"), 0o644)
+		code, out, _ := admitfn("test", filepath.Join(dir, "bad_test.yaml"))
+		if want := filepath.Join(dir, "bad_test.yaml") + ": cases[0] (bad): " + tc.want; code != 1 || !strings.Contains(out, want) {
+			t.Errorf("exit %d\n%s\nwant %q", code, out, want)
+		}
+	}
+}
