@@ -86,7 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.bundle.Fallback, "fallback-policies", env("ADMITFN_FALLBACK_POLICIES", ""), "directory served while the bundle cannot be loaded (ADMITFN_FALLBACK_POLICIES)")
 	fs.StringVar(&c.bundle.PublicKey, "bundle-public-key", env("ADMITFN_BUNDLE_PUBLIC_KEY", ""), "ed25519 public keys (PEM or base64); only bundles signed by one load (ADMITFN_BUNDLE_PUBLIC_KEY)")
 	interval := fs.String("refresh-interval", env("ADMITFN_REFRESH_INTERVAL", "30s"), "how often to check for a new bundle; 0 turns refresh off (ADMITFN_REFRESH_INTERVAL)")
-	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS (ADMITFN_TLS_CERT)")
+	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS, read again when either file changes (ADMITFN_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("ADMITFN_TLS_KEY", ""), "TLS private key PEM file (ADMITFN_TLS_KEY)")
 	tokens := fs.String("tokens", env("ADMITFN_TOKENS", ""), "path tokens, comma-separated: reviews are served on /<token>/validate… (ADMITFN_TOKENS; prefer the variable: flags show in ps)")
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", env("ADMITFN_AUTH_TOKENS_FILE", ""), "file of bearer tokens, one per line, one of which each review must carry (ADMITFN_AUTH_TOKENS_FILE)")
@@ -215,6 +215,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	scheme := "http"
 	if cfg.tlsCert != "" {
 		scheme = "https"
+		certs, err := newCertReloader(cfg.tlsCert, cfg.tlsKey, &log)
+		if err != nil {
+			tcp.Close()
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		tlsConfig.GetCertificate = certs.GetCertificate
 	}
 	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Int("max_connections", maxConns).Uint64("fd_limit", nofile), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
@@ -225,7 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	errc := make(chan error, 1)
 	go func() {
 		if scheme == "https" {
-			errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+			errc <- srv.ServeTLS(ln, "", "") // the certificate: tlsConfig.GetCertificate
 		} else {
 			errc <- srv.Serve(ln)
 		}

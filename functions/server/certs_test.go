@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A certificate rotated in place (as cert-manager renews a Secret and the
+// kubelet swaps its mounted files) is served from the next handshake after
+// the change, without a restart; a pair that does not load leaves the one
+// in service, and says so.
+func TestTLSCertificateRotation(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := newCA(t, "server-ca")
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	// write replaces a file as the kubelet does: a new file renamed over it.
+	write := func(path string, data []byte) {
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certA, keyA := issue(t, ca, caKey, x509.ExtKeyUsageServerAuth)
+	write(certFile, certA)
+	write(keyFile, keyA)
+	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", certFile, "-tls-key", keyFile}, nil)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	served := func() []byte {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+		if err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	der := func(certPEM []byte) []byte {
+		b, _ := pem.Decode(certPEM)
+		return b.Bytes
+	}
+	if !bytes.Equal(served(), der(certA)) {
+		t.Fatal("the first certificate is not the one served")
+	}
+
+	certB, keyB := issue(t, ca, caKey, x509.ExtKeyUsageServerAuth)
+	write(keyFile, keyB)
+	write(certFile, certB)
+	for deadline := time.Now().Add(patience); !bytes.Equal(served(), der(certB)); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated certificate is never served")
+		}
+	}
+	if !strings.Contains(logs.String(), `"message":"TLS certificate reloaded"`) {
+		t.Errorf("no reload logged:\n%s", logs)
+	}
+
+	// Half a rotation (a certificate without its key): B stays.
+	certC, _ := issue(t, ca, caKey, x509.ExtKeyUsageServerAuth)
+	write(certFile, certC)
+	for deadline := time.Now().Add(patience); !strings.Contains(logs.String(), "TLS certificate changed but does not load: still serving the previous one"); time.Sleep(100 * time.Millisecond) {
+		served()
+		if time.Now().After(deadline) {
+			t.Fatalf("the bad pair is never noticed:\n%s", logs)
+		}
+	}
+	if !bytes.Equal(served(), der(certB)) {
+		t.Error("a pair that does not load replaced the one in service")
+	}
+}
