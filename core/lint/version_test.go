@@ -1,12 +1,9 @@
 package lint
 
 import (
-	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/version"
-
-	"github.com/admitfn/admitfn/core/policy"
 )
 
 // A two-variable comprehension (CEL environment 1.32): a kube-apiserver
@@ -60,28 +57,6 @@ spec:
 		for i := range got {
 			if got[i] != tc.want[i] {
 				t.Errorf("1.%d:\n got %s\nwant %s", tc.minor, got[i], tc.want[i])
-			}
-		}
-	}
-}
-
-// The policy library works on every cluster admitfn lints for.
-func TestLibraryOnOldestCluster(t *testing.T) {
-	dirs, err := os.ReadDir("../../policies/library")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range dirs {
-		if !d.IsDir() {
-			continue
-		}
-		b, err := policy.LoadFS(os.DirFS("../../policies/library/"+d.Name()), ".")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range SetWith(b, Options{KubernetesVersion: MinKubernetesVersion}) {
-			if f.Rule == KubernetesVersion {
-				t.Errorf("%s: %s", d.Name(), f)
 			}
 		}
 	}
