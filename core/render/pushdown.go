@@ -37,8 +37,8 @@ import (
 // would have skipped every binding too (a failing matchCondition under
 // Ignore skips its policy). Fail rejects the request, which the function
 // would too only if that binding surely fails: so under Fail a policy's
-// conditions are pushed only when all of them are, its binding has no
-// paramRef (conditions are evaluated per param, after params are found)
+// conditions are pushed only when all of them are, its binding takes no
+// params (conditions are evaluated per param, after params are found)
 // and, for a validating binding, denies. D makes the term fail only when
 // the binding matches.
 //
@@ -77,8 +77,11 @@ type binding struct {
 	name, policy           string
 	policyRules, bindRules *admissionregistrationv1.MatchResources
 	conditions             []admissionregistrationv1.MatchCondition
-	hasParamRef            bool
-	denies                 bool
+	// takesParams: the binding has a paramRef, or its policy a paramKind
+	// (kube-apiserver fails a binding without params before its
+	// conditions).
+	takesParams bool
+	denies      bool
 }
 
 // bindingsOf returns the group's bindings with their policies.
@@ -91,7 +94,7 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 		}
 		out = append(out, binding{
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
-			conditions: p.Spec.MatchConditions, hasParamRef: b.Spec.ParamRef != nil,
+			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil,
 			denies: slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny),
 		})
 	}
@@ -102,7 +105,7 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 		}
 		out = append(out, binding{
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
-			conditions: p.Spec.MatchConditions, hasParamRef: b.Spec.ParamRef != nil, denies: true,
+			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil, denies: true,
 		})
 	}
 	return out
@@ -163,8 +166,8 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 			switch {
 			case len(cand.conds) < len(b.conditions):
 				why = "under failurePolicy Fail a policy's conditions go together, and not all of them can"
-			case b.hasParamRef:
-				why = "under failurePolicy Fail: the binding has a paramRef, and its conditions fail only once a param is found"
+			case b.takesParams:
+				why = "under failurePolicy Fail: the binding takes params, and its conditions are evaluated only once they are found"
 			case !b.denies:
 				why = "under failurePolicy Fail: the binding does not Deny, so a failing condition does not reject"
 			}

@@ -509,3 +509,52 @@ spec:
 		})
 	}
 }
+
+// Under failurePolicy Fail a failing pushed condition rejects the request:
+// conditions are pushed only for a binding that would reject too.
+func TestPushDownUnderFail(t *testing.T) {
+	policyDoc := func(name, extra, bindingExtra string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  failurePolicy: Fail
+` + extra + `  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  matchConditions:
+  - name: people
+    expression: "!request.userInfo.username.startsWith('system:')"
+  validations:
+  - expression: "object.metadata.name != 'app'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec:
+  policyName: ` + name + `
+` + bindingExtra
+	}
+	for _, tc := range []struct {
+		name, doc, why string
+	}{
+		{"params", policyDoc("p", "  paramKind: {apiVersion: v1, kind: ConfigMap}\n", "  validationActions: [Deny]\n  paramRef: {name: c, namespace: admitfn, parameterNotFoundAction: Deny}\n") +
+			"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: admitfn}\n",
+			"under failurePolicy Fail: the binding takes params, and its conditions are evaluated only once they are found"},
+		{"params without a paramRef", policyDoc("p", "  paramKind: {apiVersion: v1, kind: ConfigMap}\n", "  validationActions: [Deny]\n"),
+			"under failurePolicy Fail: the binding takes params, and its conditions are evaluated only once they are found"},
+		{"warn only", policyDoc("p", "", "  validationActions: [Warn]\n"),
+			"under failurePolicy Fail: the binding does not Deny, so a failing condition does not reject"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(tc.doc)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := render.PushDown(set.Groups()[0], set, "w", false)
+			if len(rep.Conditions) != 0 || len(rep.Bindings[0].Kept) != 1 || rep.Bindings[0].Kept[0] != (render.Kept{What: "matchCondition people", Why: tc.why}) {
+				t.Errorf("%+v", rep)
+			}
+		})
+	}
+}
