@@ -117,7 +117,6 @@ type candidate struct {
 	// resource: the indexes of conds that read request.resource.
 	resource []int
 	cost     uint64
-	bounded  bool
 }
 
 // PushDown computes the push-down of group g of set, for a webhook named
@@ -142,7 +141,6 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 	for i, b := range bindings {
 		br := BindingReport{Binding: b.name, Policy: b.policy}
 		var cand candidate
-		cand.bounded = true
 		for _, c := range b.conditions {
 			why, reads, cost := pushable1(c.Expression, clusterAccess)
 			if why == "" && verbatim && reads.RequestResource && !everyGroupVersion(g.Rules) {
