@@ -90,15 +90,11 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 		return err
 	}
 	opts.Policies = eng.Policies()
-	items, err := renderItems(eng.Groups(), opts)
+	items, reports, err := renderItems(eng.Groups(), opts)
 	if err != nil {
 		return err
 	}
-	if opts.PushDown && !quiet && len(items) > 0 {
-		reports, err := render.Reports(eng.Groups(), opts)
-		if err != nil {
-			return err
-		}
+	if !quiet && len(items) > 0 {
 		for _, r := range reports {
 			fmt.Fprint(c.err, r.String())
 		}
@@ -129,15 +125,11 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 }
 
 // renderItems are the webhook configurations of groups, as unstructured
-// objects: none for a bundle without bindings.
-func renderItems(groups []*policy.Group, opts render.Options) ([]any, error) {
-	validating, err := render.Validating(groups, opts)
+// objects (none for a bundle without bindings), and the push-down reports.
+func renderItems(groups []*policy.Group, opts render.Options) ([]any, []render.Report, error) {
+	validating, mutating, reports, err := render.Render(groups, opts)
 	if err != nil {
-		return nil, err
-	}
-	mutating, err := render.Mutating(groups, opts)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var objs []any
 	if len(validating.Webhooks) > 0 {
@@ -150,12 +142,12 @@ func renderItems(groups []*policy.Group, opts render.Options) ([]any, error) {
 	for i, o := range objs {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 		items[i] = u
 	}
-	return items, nil
+	return items, reports, nil
 }
 
 // renderList is render -o json: a v1 List of items.
@@ -170,7 +162,7 @@ func renderList(items []any) ([]byte, error) {
 // module to point at the function. With push-down, so that push sees a
 // change of a pushed condition as the change of the configurations it is.
 func publishedWebhooks(set *policy.Set) ([]byte, error) {
-	items, err := renderItems(append(set.Groups(), set.MutatingGroups()...), render.Options{URL: bundle.WebhooksURL, PushDown: true, Policies: set})
+	items, _, err := renderItems(append(set.Groups(), set.MutatingGroups()...), render.Options{URL: bundle.WebhooksURL, PushDown: true, Policies: set})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
@@ -25,7 +26,7 @@ var webhookConditionOpts = plugincel.OptionalVariableDeclarations{HasAuthorizer:
 // matchConditions with (getStrictStatelessCELCompiler).
 var webhookCompiler = plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 
-// MaxRequestBytes bounds what any value a webhook condition reads may hold:
+// maxRequestBytes bounds what any value a webhook condition reads may hold:
 // kube-apiserver refuses request bodies over 3 MiB, and a review's strings
 // and lists cannot be longer than the body that carries them.
 const maxRequestBytes = 3 << 20
@@ -41,11 +42,7 @@ func CheckWebhookCondition(expr string) (cost uint64, err error) {
 	if result.Error != nil {
 		return 0, result.Error
 	}
-	env, err := envFor(boundedBase(), webhookConditionOpts)
-	if err != nil {
-		return 0, err
-	}
-	celEnv, err := env.Env(environment.NewExpressions)
+	celEnv, err := webhookEnv()
 	if err != nil {
 		return 0, err
 	}
@@ -65,6 +62,25 @@ func CheckWebhookCondition(expr string) (cost uint64, err error) {
 	}
 	return b.cost, nil
 }
+
+// The environments conditions are bounded and parsed in, each extended
+// once per process.
+var (
+	webhookEnv = sync.OnceValues(func() (*cel.Env, error) {
+		env, err := envFor(boundedBase(), webhookConditionOpts)
+		if err != nil {
+			return nil, err
+		}
+		return env.Env(environment.NewExpressions)
+	})
+	parseEnv = sync.OnceValues(func() (*cel.Env, error) {
+		env, err := envFor(boundedBase(), plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
+		if err != nil {
+			return nil, err
+		}
+		return env.Env(environment.StoredExpressions)
+	})
+)
 
 var errUnbounded = fmt.Errorf("no cost bound within kube-apiserver's per-call limit (%d) on every request", celconfig.PerCallLimit)
 
@@ -88,11 +104,7 @@ type Reads struct {
 func ExpressionReads(expr string) (Reads, error) {
 	// Parsed with every macro a policy's environment has (cel.bind,
 	// two-variable comprehensions): their variables are locals.
-	env, err := envFor(boundedBase(), plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
-	if err != nil {
-		return Reads{}, err
-	}
-	celEnv, err := env.Env(environment.StoredExpressions)
+	celEnv, err := parseEnv()
 	if err != nil {
 		return Reads{}, err
 	}

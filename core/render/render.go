@@ -152,6 +152,10 @@ func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.
 	if err != nil {
 		return nil, err
 	}
+	return validating(meta, hooks), nil
+}
+
+func validating(meta metav1.ObjectMeta, hooks []webhook) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: meta,
@@ -173,7 +177,7 @@ func Validating(groups []*policy.Group, opts Options) (*admissionregistrationv1.
 			MatchConditions:         h.conds,
 		})
 	}
-	return cfg, nil
+	return cfg
 }
 
 // Mutating renders the MutatingWebhookConfiguration for the mutating groups
@@ -185,6 +189,10 @@ func Mutating(groups []*policy.Group, opts Options) (*admissionregistrationv1.Mu
 	if err != nil {
 		return nil, err
 	}
+	return mutating(meta, hooks), nil
+}
+
+func mutating(meta metav1.ObjectMeta, hooks []webhook) *admissionregistrationv1.MutatingWebhookConfiguration {
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: meta,
@@ -211,25 +219,28 @@ func Mutating(groups []*policy.Group, opts Options) (*admissionregistrationv1.Mu
 			MatchConditions:         h.conds,
 		})
 	}
-	return cfg, nil
+	return cfg
 }
 
-// Reports are the push-down reports of every webhook Validating and
-// Mutating render with opts, in their order; none without opts.PushDown.
-func Reports(groups []*policy.Group, opts Options) ([]Report, error) {
-	var out []Report
-	for _, t := range []policy.Type{policy.Validating, policy.Mutating} {
-		_, hooks, err := webhooks(groups, t, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range hooks {
-			if h.report != nil {
-				out = append(out, *h.report)
-			}
+// Render renders both configurations of groups and, with opts.PushDown,
+// the push-down report of each webhook, in their order: each group's
+// push-down computed once.
+func Render(groups []*policy.Group, opts Options) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration, []Report, error) {
+	vMeta, vHooks, err := webhooks(groups, policy.Validating, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mMeta, mHooks, err := webhooks(groups, policy.Mutating, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var reports []Report
+	for _, h := range append(vHooks, mHooks...) {
+		if h.report != nil {
+			reports = append(reports, *h.report)
 		}
 	}
-	return out, nil
+	return validating(vMeta, vHooks), mutating(mMeta, mHooks), reports, nil
 }
 
 // baseURL checks u the way kube-apiserver validates clientConfig.url and
