@@ -65,7 +65,7 @@ run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
 	@# server running as its child.
 	$(GO) build -o $(BIN)/server ./functions/server
-	exec $(BIN)/server -addr $(ADDR) -policies $(POLICIES)
+	exec $(BIN)/server --addr $(ADDR) --policies $(POLICIES)
 
 test: lint tf-check test-bin unit fuzz-short policy-test release-check e2e ## everything CI runs
 

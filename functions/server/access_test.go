@@ -53,7 +53,7 @@ func TestAccess(t *testing.T) {
 	tokens, basic := filepath.Join(dir, "tokens"), filepath.Join(dir, "basic")
 	os.WriteFile(tokens, []byte("# kube-apiserver\nbearer-one\n\nbearer-two\n"), 0o600)
 	os.WriteFile(basic, []byte("apiserver:pa:ss\n"), 0o600)
-	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-auth-tokens-file", tokens, "-auth-basic-file", basic},
+	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--auth-tokens-file", tokens, "--auth-basic-file", basic},
 		map[string]string{"ADMITFN_TOKENS": testToken})
 	base := "http://" + addr
 	body := review(t)
@@ -93,7 +93,7 @@ func parseAndAccess(env map[string]string) (config, error) {
 	return cfg, err
 }
 
-// startMTLS starts the server over HTTPS with -client-ca (and args) and
+// startMTLS starts the server over HTTPS with --client-ca (and args) and
 // returns its address, the roots that trust it, and the client CA.
 func startMTLS(t *testing.T, args ...string) (addr string, roots *x509.CertPool, clientCA *x509.Certificate, clientCAKey *ecdsa.PrivateKey) {
 	t.Helper()
@@ -106,14 +106,14 @@ func startMTLS(t *testing.T, args ...string) (addr string, roots *x509.CertPool,
 		return p
 	}
 	certPEM, keyPEM := issue(t, serverCA, serverCAKey, x509.ExtKeyUsageServerAuth)
-	addr, _ = start(t, append([]string{"-addr", "127.0.0.1:0", "-policies", examples,
-		"-tls-cert", write("tls.crt", certPEM), "-tls-key", write("tls.key", keyPEM), "-client-ca", write("client-ca.pem", pemCert(clientCA))}, args...), nil)
+	addr, _ = start(t, append([]string{"--addr", "127.0.0.1:0", "--policies", examples,
+		"--tls-cert", write("tls.crt", certPEM), "--tls-key", write("tls.key", keyPEM), "--client-ca", write("client-ca.pem", pemCert(clientCA))}, args...), nil)
 	roots = x509.NewCertPool()
 	roots.AddCert(serverCA)
 	return addr, roots, clientCA, clientCAKey
 }
 
-// With -client-ca, reviews need a client certificate signed by that CA:
+// With --client-ca, reviews need a client certificate signed by that CA:
 // mTLS, the third way kube-apiserver can authenticate to a webhook.
 func TestClientCertificates(t *testing.T) {
 	addr, roots, clientCA, clientCAKey := startMTLS(t)
@@ -154,9 +154,9 @@ func TestClientCertificates(t *testing.T) {
 			t.Errorf("%s without a certificate: %d %s, want %d", path, resp.StatusCode, body, want)
 		}
 	}
-	if _, err := parseConfig([]string{"-client-ca", "ca.pem"}, func(string) string { return "" }, io.Discard); err == nil ||
-		err.Error() != "-client-ca verifies client certificates, which needs HTTPS: set -tls-cert and -tls-key" {
-		t.Errorf("-client-ca without TLS: %v", err)
+	if _, err := parseConfig([]string{"--client-ca", "ca.pem"}, func(string) string { return "" }, io.Discard); err == nil ||
+		err.Error() != "--client-ca verifies client certificates, which needs HTTPS: set --tls-cert and --tls-key" {
+		t.Errorf("--client-ca without TLS: %v", err)
 	}
 }
 
@@ -199,7 +199,7 @@ func pemCert(c *x509.Certificate) []byte {
 // that has not sent its headers in time is dropped, headers over 64 KiB get
 // 431, and other clients are served meanwhile.
 func TestSlowAndOversizedClients(t *testing.T) {
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-read-header-timeout", "300ms"}, nil)
+	addr, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--read-header-timeout", "300ms"}, nil)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestSlowAndOversizedClients(t *testing.T) {
 func TestClientCertificateAndToken(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(tokens, []byte("s3cret-token-value\n"), 0o600)
-	addr, roots, clientCA, clientCAKey := startMTLS(t, "-auth-tokens-file", tokens)
+	addr, roots, clientCA, clientCAKey := startMTLS(t, "--auth-tokens-file", tokens)
 	c, k := issue(t, clientCA, clientCAKey, x509.ExtKeyUsageClientAuth)
 	pair, err := tls.X509KeyPair(c, k)
 	if err != nil {

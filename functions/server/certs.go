@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// certReloader serves the certificate of -tls-cert and -tls-key, read again
+// certReloader serves the certificate of --tls-cert and --tls-key, read again
 // when either file changes: cert-manager renews a Certificate's Secret in
 // place, and the kubelet swaps a mounted Secret's files, so a server keeps
 // serving across a rotation without a restart. The files are looked at at

@@ -33,7 +33,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	certA, keyA := issue(t, ca, caKey, x509.ExtKeyUsageServerAuth)
 	write(certFile, certA)
 	write(keyFile, keyA)
-	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", certFile, "-tls-key", keyFile}, nil)
+	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--tls-cert", certFile, "--tls-key", keyFile}, nil)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	served := func() []byte {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/admitfn/admitfn/test/doccheck"
 )
 
@@ -26,7 +28,7 @@ func TestConfigurationDocIsTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var help bytes.Buffer
-	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &help); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &help); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	text := string(doc)
@@ -53,7 +55,7 @@ func TestConfigurationDocIsTheHelp(t *testing.T) {
 func TestPoliciesDocLoadError(t *testing.T) {
 	blocks := doccheck.Find(t, "docs/policies.md", 2) // the bundle, the server's output
 	command, output, ok := strings.Cut(blocks[1].Text, "\n")
-	if blocks[0].Lang != "yaml" || !ok || command != "$ go run ./functions/server -policies ./my-policies" {
+	if blocks[0].Lang != "yaml" || !ok || command != "$ go run ./functions/server --policies ./my-policies" {
 		t.Fatalf("%s, %s: not a bundle and the server's output on it", blocks[0], blocks[1])
 	}
 	dir := t.TempDir()
@@ -61,7 +63,7 @@ func TestPoliciesDocLoadError(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "my-policies", "p.yaml"), []byte(blocks[0].Text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(serverBinary(t), "-policies", "./my-policies")
+	cmd := exec.Command(serverBinary(t), "--policies", "./my-policies")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

@@ -42,7 +42,7 @@ func connCap(requested int, asked bool, nofile uint64) (n int, warning string, e
 		return requested, "", nil
 	}
 	if asked {
-		warning = fmt.Sprintf("-max-connections %d is more than the file-descriptor limit (%d) leaves for connections: serving at most %d", requested, nofile, room)
+		warning = fmt.Sprintf("--max-connections %d is more than the file-descriptor limit (%d) leaves for connections: serving at most %d", requested, nofile, room)
 	}
 	return int(room), warning, nil
 }

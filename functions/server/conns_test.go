@@ -145,7 +145,7 @@ func TestConnectionCap(t *testing.T) {
 // The server applies the cap from ADMITFN_MAX_CONNECTIONS: a review gets
 // through while four times the cap are held.
 func TestServerConnectionCap(t *testing.T) {
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, map[string]string{"ADMITFN_MAX_CONNECTIONS": "4"})
+	addr, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples}, map[string]string{"ADMITFN_MAX_CONNECTIONS": "4"})
 	held(t, addr, 8, true)
 	held(t, addr, 8, false)
 	body, err := os.ReadFile("../../policies/reviews/deployment-production.json")
@@ -161,8 +161,8 @@ func TestServerConnectionCap(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(got), `"allowed":false`) {
 		t.Fatalf("review at the cap: %d %s", resp.StatusCode, got)
 	}
-	if _, err := parseConfig([]string{"-max-connections", "0"}, func(string) string { return "" }, io.Discard); err == nil || err.Error() != "-max-connections must be at least 1, not 0" {
-		t.Errorf("-max-connections 0: %v", err)
+	if _, err := parseConfig([]string{"--max-connections", "0"}, func(string) string { return "" }, io.Discard); err == nil || err.Error() != "--max-connections must be at least 1, not 0" {
+		t.Errorf("--max-connections 0: %v", err)
 	}
 }
 
@@ -178,7 +178,7 @@ func TestConnectionCapFitsTheDescriptorLimit(t *testing.T) {
 	}{
 		{1000, false, 1 << 20, 1000, ""},
 		{1000, false, 1024, 896, ""},
-		{1000, true, 1024, 896, "-max-connections 1000 is more than the file-descriptor limit (1024) leaves for connections: serving at most 896"},
+		{1000, true, 1024, 896, "--max-connections 1000 is more than the file-descriptor limit (1024) leaves for connections: serving at most 896"},
 		{50, true, 128, 50, ""},
 		{1000, false, 128, 96, ""},
 		{1000, false, 0, 1000, ""},
@@ -202,7 +202,7 @@ func startLimited(t *testing.T, nofile int, args ...string) (string, *syncbuf.Bu
 		t.Fatalf("prlimit (util-linux) is needed: %v", err)
 	}
 	n := strconv.Itoa(nofile)
-	cmd := exec.Command(prlimit, append([]string{"--nofile=" + n + ":" + n, "--", serverBinary(t), "-addr", "127.0.0.1:0", "-policies", examples}, args...)...)
+	cmd := exec.Command(prlimit, append([]string{"--nofile=" + n + ":" + n, "--", serverBinary(t), "--addr", "127.0.0.1:0", "--policies", examples}, args...)...)
 	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -244,10 +244,10 @@ func TestServerUnderALowDescriptorLimit(t *testing.T) {
 
 	// A cap asked for above what the limit leaves is lowered, with a
 	// warning.
-	_, logs = startLimited(t, 128, "-max-connections", "1000")
+	_, logs = startLimited(t, 128, "--max-connections", "1000")
 	var line string
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, `"message":"-max-connections 1000 is more than the file-descriptor limit (128) leaves for connections: serving at most 96"`) {
+		if strings.Contains(l, `"message":"--max-connections 1000 is more than the file-descriptor limit (128) leaves for connections: serving at most 96"`) {
 			line = l
 		}
 	}
@@ -262,7 +262,7 @@ func TestServerUnderALowDescriptorLimit(t *testing.T) {
 // connection, a complete review on the same connection is answered.
 func TestSlowBodiesOverHTTP2(t *testing.T) {
 	certFile, keyFile, client := serving(t)
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples, "-tls-cert", certFile, "-tls-key", keyFile}, nil)
+	addr, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--tls-cert", certFile, "--tls-key", keyFile}, nil)
 	defer client.CloseIdleConnections()
 
 	places := 16 * runtime.GOMAXPROCS(0)

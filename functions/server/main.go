@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/adapters/metrics/prommetrics"
@@ -43,8 +43,14 @@ func main() {
 			fmt.Println(version.Get())
 			return
 		}
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return
+		}
+		var usage usageError
+		if errors.As(err, &usage) {
+			// As the CLI: a wrong command line or configuration exits 2.
+			fmt.Fprintf(os.Stderr, "admitfn server: %v\nRun 'server --help' for usage.\n", usage.error)
+			os.Exit(2)
 		}
 		fmt.Fprintln(os.Stderr, "admitfn server:", err)
 		os.Exit(1)
@@ -64,10 +70,26 @@ type config struct {
 	clusters                        string
 }
 
-// errVersion: -version was given; main prints the version instead of serving.
+// usageError is a wrong flag, flag value or variable: exit 2, as the CLI.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// errVersion: --version was given; main prints the version instead of serving.
 var errVersion = errors.New("version requested")
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c, err := parseFlags(args, getenv, stderr)
+	if err != nil && !errors.Is(err, pflag.ErrHelp) && !errors.Is(err, errVersion) {
+		var usage usageError
+		if !errors.As(err, &usage) {
+			err = usageError{err}
+		}
+	}
+	return c, err
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -75,23 +97,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return def
 	}
 	var c config
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	fs.SetInterspersed(false) // no arguments: the first one stops the parse, and is refused
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: server [flags]\n\nServes the policy bundle on POST /validate[/<group>] and /mutate[/<group>], GET /healthz,\nGET /readyz and GET /metrics (Prometheus).\nEach flag's default comes from the environment variable named with it. Object stores are\nchecked for a new bundle in the background and on requests; S3 reads AWS_REGION,\nAWS_ENDPOINT_URL_S3 and ADMITFN_S3_PATH_STYLE=true, GCS honours STORAGE_EMULATOR_HOST.\n\nFlags:\n")
-		fs.PrintDefaults()
+		fmt.Fprint(stderr, fs.FlagUsages())
 	}
 	fs.StringVar(&c.addr, "addr", env("ADMITFN_ADDR", "127.0.0.1:8080"), "listen address (ADMITFN_ADDR)")
-	fs.StringVar(&c.bundle.Policies, "policies", env("ADMITFN_POLICIES", "policies/examples"), "policy bundle: a directory, s3://bucket/prefix or gs://bucket/prefix (ADMITFN_POLICIES)")
+	fs.StringVarP(&c.bundle.Policies, "policies", "p", env("ADMITFN_POLICIES", "policies/examples"), "policy bundle: a directory, s3://bucket/prefix or gs://bucket/prefix (ADMITFN_POLICIES)")
 	fs.StringVar(&c.bundle.Fallback, "fallback-policies", env("ADMITFN_FALLBACK_POLICIES", ""), "directory served while the bundle cannot be loaded (ADMITFN_FALLBACK_POLICIES)")
 	fs.StringVar(&c.bundle.PublicKey, "bundle-public-key", env("ADMITFN_BUNDLE_PUBLIC_KEY", ""), "ed25519 public keys (PEM or base64); only bundles signed by one load (ADMITFN_BUNDLE_PUBLIC_KEY)")
 	interval := fs.String("refresh-interval", env("ADMITFN_REFRESH_INTERVAL", "30s"), "how often to check for a new bundle; 0 turns refresh off (ADMITFN_REFRESH_INTERVAL)")
-	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with -tls-key serves HTTPS, read again when either file changes (ADMITFN_TLS_CERT)")
+	fs.StringVar(&c.tlsCert, "tls-cert", env("ADMITFN_TLS_CERT", ""), "TLS certificate PEM file; with --tls-key serves HTTPS, read again when either file changes (ADMITFN_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("ADMITFN_TLS_KEY", ""), "TLS private key PEM file (ADMITFN_TLS_KEY)")
 	tokens := fs.String("tokens", env("ADMITFN_TOKENS", ""), "path tokens, comma-separated: reviews are served on /<token>/validate… (ADMITFN_TOKENS; prefer the variable: flags show in ps)")
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", env("ADMITFN_AUTH_TOKENS_FILE", ""), "file of bearer tokens, one per line, one of which each review must carry (ADMITFN_AUTH_TOKENS_FILE)")
 	fs.StringVar(&c.basicFile, "auth-basic-file", env("ADMITFN_AUTH_BASIC_FILE", ""), "file of user:password lines for basic authentication of reviews (ADMITFN_AUTH_BASIC_FILE)")
-	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: reviews and /metrics need a client certificate signed by it, probes do not (mTLS; needs -tls-cert) (ADMITFN_CLIENT_CA)")
+	fs.StringVar(&c.clientCA, "client-ca", env("ADMITFN_CLIENT_CA", ""), "PEM CA bundle: reviews and /metrics need a client certificate signed by it, probes do not (mTLS; needs --tls-cert) (ADMITFN_CLIENT_CA)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", envDuration(getenv, "ADMITFN_READ_HEADER_TIMEOUT", 10*time.Second), "drop connections that have not sent their headers by then: slow clients hold no connection for long (ADMITFN_READ_HEADER_TIMEOUT)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most, and no more than the file-descriptor limit leaves (an eighth of it, at least 32, is kept for the rest); at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.clusters, "clusters", env("ADMITFN_CLUSTERS", ""), "clusters served, each on /clusters/<name>/validate…: names, comma-separated, or the path of a YAML file (or a YAML or JSON document) that also says how to read each one; see docs/cluster.md (ADMITFN_CLUSTERS)")
@@ -99,6 +122,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	exactCost, exactCostErr := startup.ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
 	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation with cel-go's tracker, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := singleDashLongFlag(fs, args); err != nil {
+		return c, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -111,12 +137,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if exactCostErr != nil {
 		return c, exactCostErr
 	}
+	if _, err := logging.Level(c.logLevel); err != nil {
+		return c, err
+	}
 	c.maxConnectionsAsked = getenv("ADMITFN_MAX_CONNECTIONS") != ""
 	// Set but empty is an error, not no key, and getenv cannot tell the two
 	// apart: the process's own environment can.
 	_, c.bundle.PublicKeySet = os.LookupEnv("ADMITFN_BUNDLE_PUBLIC_KEY")
 	c.bundle.PublicKeySet = c.bundle.PublicKeySet || c.bundle.PublicKey != ""
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		switch f.Name {
 		case "max-connections":
 			c.maxConnectionsAsked = true
@@ -125,7 +154,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	})
 	if c.maxConnections < 1 {
-		return c, fmt.Errorf("-max-connections must be at least 1, not %d", c.maxConnections)
+		return c, fmt.Errorf("--max-connections must be at least 1, not %d", c.maxConnections)
 	}
 	var err error
 	if c.bundle.Interval, err = startup.ParseInterval(*interval); err != nil {
@@ -141,13 +170,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	c.bundle.InitTimeout = 10 * time.Second
 	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return c, errors.New("-tls-cert and -tls-key go together")
+		return c, errors.New("--tls-cert and --tls-key go together")
 	}
 	if c.clientCA != "" && c.tlsCert == "" {
-		return c, errors.New("-client-ca verifies client certificates, which needs HTTPS: set -tls-cert and -tls-key")
+		return c, errors.New("--client-ca verifies client certificates, which needs HTTPS: set --tls-cert and --tls-key")
 	}
 	if c.tokens, err = httpadapter.ParseTokens(*tokens); err != nil {
-		return c, fmt.Errorf("-tokens: %w", err)
+		return c, fmt.Errorf("--tokens: %w", err)
 	}
 	return c, nil
 }
@@ -160,10 +189,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	logging.QuietLibraries()
-	level, err := logging.Level(cfg.logLevel)
-	if err != nil {
-		return err
-	}
+	level, _ := logging.Level(cfg.logLevel) // checked by parseConfig
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 	limit := startup.MemoryLimit(getenv, log, memlimit.Cgroup())
@@ -225,7 +251,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Int("max_connections", maxConns).Uint64("fd_limit", nofile), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
 	if scheme == "http" {
-		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set -tls-cert and -tls-key (or terminate TLS in front)")
+		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set --tls-cert and --tls-key (or terminate TLS in front)")
 	}
 
 	errc := make(chan error, 1)
@@ -249,6 +275,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// singleDashLongFlag refuses a long flag written with one dash (-policies):
+// pflag would read it as -p olicies.
+func singleDashLongFlag(fs *pflag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if name == "help" || fs.Lookup(name) != nil {
+			return usagef("%s: long flags take two dashes: -%s", a, a)
+		}
 	}
 	return nil
 }

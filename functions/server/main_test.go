@@ -68,7 +68,7 @@ func start(t *testing.T, args []string, env map[string]string) (addr string, log
 }
 
 func TestServesTheExampleBundle(t *testing.T) {
-	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples}, nil)
 	body, err := os.ReadFile("../../adapters/httpadapter/testdata/audit-annotations.request.json")
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ spec:
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
   validations: [{expression: "object.spec +"}, {expression: "nope"}]
 `), 0o644)
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", dir}, func(string) string { return "" }, io.Discard, nil)
+	err := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--policies", dir}, func(string) string { return "" }, io.Discard, nil)
 	if err == nil {
 		t.Fatal("started with a broken bundle")
 	}
@@ -170,7 +170,7 @@ spec:
 
 func TestConfig(t *testing.T) {
 	env := map[string]string{"ADMITFN_ADDR": "0.0.0.0:9000", "ADMITFN_POLICIES": "/from/env"}
-	cfg, err := parseConfig([]string{"-policies", "/from/flag"}, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := parseConfig([]string{"--policies", "/from/flag"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +181,15 @@ func TestConfig(t *testing.T) {
 	if cfg.addr != "127.0.0.1:8080" || cfg.bundle.Policies != "policies/examples" {
 		t.Errorf("defaults = %+v", cfg)
 	}
-	for _, args := range [][]string{{"-tls-cert", "c.pem"}, {"extra"}, {"-nope"}} {
+	if cfg, err := parseConfig([]string{"-p", "/short"}, func(string) string { return "" }, io.Discard); err != nil || cfg.bundle.Policies != "/short" {
+		t.Errorf("-p /short: %q, %v", cfg.bundle.Policies, err)
+	}
+	for _, args := range [][]string{{"--tls-cert", "c.pem"}, {"extra"}, {"-nope"}, {"--addr", "x", "extra", "--policies", "y"}} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseConfig(%v) accepted", args)
 		}
 	}
-	if err := run(context.Background(), []string{"-log-level", "loud"}, func(string) string { return "" }, io.Discard, nil); err == nil || err.Error() != `invalid log level "loud": want debug, info, warn or error` {
+	if err := run(context.Background(), []string{"--log-level", "loud"}, func(string) string { return "" }, io.Discard, nil); err == nil || err.Error() != `invalid log level "loud": want debug, info, warn or error` {
 		t.Errorf("bad log level: %v", err)
 	}
 }
@@ -238,7 +241,7 @@ func TestProcess(t *testing.T) {
 	}
 	bin := serverBinary(t)
 
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", examples)
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--policies", examples)
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -264,11 +267,28 @@ func TestProcess(t *testing.T) {
 	if !regexp.MustCompile(`"version":"[^"]+","revision":"([0-9a-f]*(-dirty)?|src-[0-9a-f]{16})","kubernetes":"v1.37.2"`).MatchString(stderr.String()) {
 		t.Errorf("the serving line does not say which admitfn this is:\n%s", stderr)
 	}
-	if out, err := exec.Command(bin, "-version").Output(); err != nil || !versionLine.MatchString(string(out)) {
-		t.Errorf("server -version: %q, %v", out, err)
+	if out, err := exec.Command(bin, "--version").Output(); err != nil || !versionLine.MatchString(string(out)) {
+		t.Errorf("server --version: %q, %v", out, err)
 	}
 
-	out, err := exec.Command(bin, "-policies", t.TempDir()).CombinedOutput()
+	// A wrong command line exits 2 and says what is wrong, as the CLI.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-policies", "x"}, "admitfn server: -policies: long flags take two dashes: --policies\n"},
+		{[]string{"--polices", "x"}, "admitfn server: unknown flag: --polices\n"},
+		{[]string{"--read-header-timeout", "45"}, "admitfn server: invalid argument \"45\" for \"--read-header-timeout\" flag: time: missing unit in duration \"45\"\n"},
+		{[]string{"--tls-cert", "c.pem"}, "admitfn server: --tls-cert and --tls-key go together\n"},
+	} {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || string(out) != tc.want+"Run 'server --help' for usage.\n" {
+			t.Errorf("server %v: %v\n%s", tc.args, err, out)
+		}
+	}
+
+	out, err := exec.Command(bin, "--policies", t.TempDir()).CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("empty bundle dir: err %v", err)
@@ -281,7 +301,7 @@ func TestProcess(t *testing.T) {
 func TestDeadlineBoundsASlowReview(t *testing.T) {
 	// kube-apiserver's ?timeout= is the webhook's timeoutSeconds; the answer
 	// leaves before it with a 504 Status, after a tenth of it as margin.
-	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", slowpolicy.WriteDir(t)}, nil)
+	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", slowpolicy.WriteDir(t)}, nil)
 	// Left alone, the review runs for tens of seconds and is allowed: the
 	// 504 is the deadline's doing. (How much margin it keeps before the
 	// caller gives up is the handler's unit test.)
@@ -335,7 +355,7 @@ spec: {policyName: ` + name + `, validationActions: [Audit]}
 		t.Fatal(err)
 	}
 	bin := serverBinary(t)
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-policies", dir)
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--policies", dir)
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -404,7 +424,7 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		{[]string{"GOMEMLIMIT=100MiB"}, `"memory_limit_mib":100,"memory_limit_from":"GOMEMLIMIT"`, `"memory_limit_mib":100,`},
 		{[]string{"GOGC=100"}, `"memory_limit_mib":230,"memory_limit_from":"cgroup"`, ""},
 	} {
-		cmd := cgrouptest.Command(t, 256<<20, bin, "-addr", "127.0.0.1:0", "-policies", examples)
+		cmd := cgrouptest.Command(t, 256<<20, bin, "--addr", "127.0.0.1:0", "--policies", examples)
 		cmd.Env = append(os.Environ(), c.env...)
 		stderr := &syncbuf.Buffer{}
 		cmd.Stderr = stderr
@@ -478,8 +498,8 @@ func configMapVolume(t *testing.T) string {
 // instead of being skipped (which allowed what admitfn test denied).
 func TestBundleDirectoryWithLinks(t *testing.T) {
 	vol := configMapVolume(t)
-	addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", vol}, nil)
-	direct, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", vol}, nil)
+	direct, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples}, nil)
 	body, err := os.ReadFile("../../policies/reviews/deployment-production.json")
 	if err != nil {
 		t.Fatal(err)
@@ -510,14 +530,14 @@ func TestBundleDirectoryWithLinks(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(vol, "extra.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", vol}, func(string) string { return "" }, io.Discard, nil)
+	err = run(context.Background(), []string{"--addr", "127.0.0.1:0", "--policies", vol}, func(string) string { return "" }, io.Discard, nil)
 	wantErr := "load " + vol + ": list: " + vol + ": extra.yaml: extra.yaml -> " + outside + ": symbolic link leads outside the bundle directory (absolute targets are not followed)"
 	if err == nil || err.Error() != wantErr {
 		t.Errorf("start with a link out of the bundle: %v\nwant %s", err, wantErr)
 	}
 }
 
-// -exact-cost defaults to ADMITFN_EXACT_COST, which must be true or false.
+// --exact-cost defaults to ADMITFN_EXACT_COST, which must be true or false.
 func TestExactCostFlag(t *testing.T) {
 	env := func(v string) func(string) string {
 		return func(k string) string { return map[string]string{"ADMITFN_EXACT_COST": v}[k] }
@@ -526,7 +546,7 @@ func TestExactCostFlag(t *testing.T) {
 		args []string
 		env  string
 		want bool
-	}{{nil, "", false}, {nil, "true", true}, {[]string{"-exact-cost"}, "", true}, {[]string{"-exact-cost=false"}, "true", false}} {
+	}{{nil, "", false}, {nil, "true", true}, {[]string{"--exact-cost"}, "", true}, {[]string{"--exact-cost=false"}, "true", false}} {
 		c, err := parseConfig(tc.args, env(tc.env), io.Discard)
 		if err != nil || c.bundle.ExactCost != tc.want {
 			t.Errorf("%v with ADMITFN_EXACT_COST=%q: %v %v, want %v", tc.args, tc.env, c.bundle.ExactCost, err, tc.want)
@@ -540,19 +560,19 @@ func TestExactCostFlag(t *testing.T) {
 // The serving line says whether bundles must be signed; a key setting that
 // holds no key stops the start instead of turning verification off.
 func TestBundleKeySetting(t *testing.T) {
-	_, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	_, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples}, nil)
 	if !strings.Contains(logs.String(), `"signatures_required":false,`) {
 		t.Errorf("the serving line does not say signatures are not required:\n%s", logs)
 	}
 	const noKey = "configuration error: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles"
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-policies", examples, "-bundle-public-key", ""}, func(string) string { return "" }, io.Discard, nil)
+	err := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--policies", examples, "--bundle-public-key", ""}, func(string) string { return "" }, io.Discard, nil)
 	if err == nil || err.Error() != noKey {
-		t.Errorf("-bundle-public-key '': %v", err)
+		t.Errorf("--bundle-public-key '': %v", err)
 	}
 	if testing.Short() {
 		return
 	}
-	cmd := exec.Command(serverBinary(t), "-addr", "127.0.0.1:0", "-policies", examples)
+	cmd := exec.Command(serverBinary(t), "--addr", "127.0.0.1:0", "--policies", examples)
 	cmd.Env = append(os.Environ(), "ADMITFN_BUNDLE_PUBLIC_KEY=")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

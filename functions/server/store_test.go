@@ -47,7 +47,7 @@ func TestBundleFromObjectStores(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket, loc := tc.setup(t)
 			first := storetest.PublishDir(t, bucket, examples).Bundle
-			addr, logs := start(t, []string{"-addr", "127.0.0.1:0", "-policies", loc, "-refresh-interval", "1s"}, nil)
+			addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", loc, "--refresh-interval", "1s"}, nil)
 			code, body := readyz(t, addr)
 			if code != 200 || !strings.HasPrefix(body, "ok: bundle "+first+" from "+loc+", age ") {
 				t.Fatalf("readyz %d %q", code, body)
@@ -75,7 +75,7 @@ func TestBundleFromObjectStores(t *testing.T) {
 
 // GET /metrics is Prometheus text with the review and bundle metrics.
 func TestMetricsEndpoint(t *testing.T) {
-	addr, _ := start(t, []string{"-addr", "127.0.0.1:0", "-policies", examples}, nil)
+	addr, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples}, nil)
 	if code, err := post(t, http.DefaultClient, "http://"+addr+"/validate?timeout=10s", review(t)); err != nil || code != 200 {
 		t.Fatalf("review: %d %v", code, err)
 	}

@@ -155,7 +155,7 @@ func TestReleaseArtifacts(t *testing.T) {
 			t.Errorf("the image has %s", absent)
 		}
 	}
-	if out := sh(rootfs, noGo, "./admitfn-server", "-version"); !versionLine.MatchString(out) {
+	if out := sh(rootfs, noGo, "./admitfn-server", "--version"); !versionLine.MatchString(out) {
 		t.Errorf("admitfn-server -version: %q", out)
 	}
 	if _, err := os.Stat(filepath.Join(rootfs, "policies", "examples_test.yaml")); err == nil {

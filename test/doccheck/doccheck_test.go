@@ -176,9 +176,10 @@ func TestDocCommandsCatchMistakes(t *testing.T) {
 		{"admitfn rendr", `admitfn rendr: exit status 2: admitfn: unknown command "rendr"; did you mean "render"?`},
 		{"admitfn completion bsh", `admitfn completion bsh: no such command (--help shows "admitfn completion")`},
 		{"admitfn render -p x --ulr https://x", `admitfn render -p x --ulr https://x: exit status 2: admitfn render: unknown flag: --ulr`},
-		{"go run ./functions/server -adr :8443", `server -adr :8443: exit status 1: flag provided but not defined: -adr`},
-		{"go run ./functions/server -max-connections many", `server -max-connections many: exit status 1: invalid value "many" for flag -max-connections`},
-		{"go run ./functions/server policies/examples", `server policies/examples: exit status 1: admitfn server: unexpected arguments`},
+		{"go run ./functions/server --adr :8443", `server --adr :8443: exit status 2: admitfn server: unknown flag: --adr`},
+		{"go run ./functions/server -addr :8443", `server -addr :8443: exit status 2: admitfn server: -addr: long flags take two dashes: --addr`},
+		{"go run ./functions/server --max-connections many", `server --max-connections many: exit status 2: admitfn server: invalid argument "many" for "--max-connections" flag`},
+		{"go run ./functions/server policies/examples", `server policies/examples: exit status 2: admitfn server: unexpected arguments`},
 		{"cd terraform/examples/aws-eks\nterraform apply -var regoin=x", `terraform: terraform/examples/aws-eks declares no variable "regoin"`},
 		{"curl -s http://127.0.0.1:8080/valdate", `curl: the server serves no route /valdate`},
 		{"curl --data @policies/reviews/nope.json http://127.0.0.1:8080/validate", `curl: no file policies/reviews/nope.json`},
@@ -403,7 +404,7 @@ func (c *commands) admitfnArgs(args []string) error {
 	return nil
 }
 
-// serverArgs runs the server with the arguments and -h: flag parses every
+// serverArgs runs the server with the arguments and -h: pflag parses every
 // flag before it, and a stray argument stops the parse with an error.
 func (c *commands) serverArgs(args []string) error {
 	if c.server == "" {

@@ -58,7 +58,7 @@ func TestLocalStoresDoc(t *testing.T) {
 			script := strings.NewReplacer("/tmp/admitfn-s3", dir, store.port, emulator).Replace(steps.Text)
 			const stand = `set -euo pipefail
 go() { [ "$*" = "install $PINNED" ] || { echo "go $*: make store-deps pins $PINNED" >&2; return 1; }; }
-make() { [ $# = 2 ] && [ "$1" = run ] && [ "${2%%=*}" = POLICIES ] || return 1; "$SERVER" -addr "$ADDR" -policies "${2#POLICIES=}" & }
+make() { [ $# = 2 ] && [ "$1" = run ] && [ "${2%%=*}" = POLICIES ] || return 1; "$SERVER" --addr "$ADDR" --policies "${2#POLICIES=}" & }
 `
 			log, err := os.Create(filepath.Join(dir, "output"))
 			if err != nil {

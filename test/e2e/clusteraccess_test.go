@@ -259,7 +259,7 @@ func TestClusterAccess(t *testing.T) {
 
 	// Through admitfn: the bundle without params, read from the cluster.
 	files := map[string]string{"bundle.yaml": strings.ReplaceAll(clusterAccessBundle, "$NS", ns)}
-	fn, dir, uninstall := startAdmitfnOn(t, a, viaServer, files, "cluster-access", nil, []string{"-clusters", clusters}, "--cluster", "a")
+	fn, dir, uninstall := startAdmitfnOn(t, a, viaServer, files, "cluster-access", nil, []string{"--clusters", clusters}, "--cluster", "a")
 	viaAdmitfn := r.play(c, ns, true)
 	r.cleanup()
 	compareOutcomes(t, requests, native, viaAdmitfn, "", "", func(o observed) string { return o.Message })

@@ -309,7 +309,7 @@ func (c *cluster) writeAdmissionConfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	user, err := fill(blocks[1], [][2]string{{"admitfn.internal:8443", c.authAddr}, {"<one line of the -auth-tokens-file>", c.authToken}}, 1)
+	user, err := fill(blocks[1], [][2]string{{"admitfn.internal:8443", c.authAddr}, {"<one line of the --auth-tokens-file>", c.authToken}}, 1)
 	if err != nil {
 		return "", err
 	}
@@ -470,7 +470,7 @@ func (c *cluster) serve(t *testing.T, bundleDir string, addr string, extra ...st
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	cmd := exec.Command(c.serverBin, append([]string{"-addr", addr, "-policies", bundleDir, "-tls-cert", c.certFile, "-tls-key", c.keyFile, "-log-level", "info"}, extra...)...)
+	cmd := exec.Command(c.serverBin, append([]string{"--addr", addr, "--policies", bundleDir, "--tls-cert", c.certFile, "--tls-key", c.keyFile, "--log-level", "info"}, extra...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -479,7 +479,7 @@ func TestSlowReviewAnswersBeforeTheApiserverGivesUp(t *testing.T) {
 
 // kube-apiserver authenticates to the function with the kubeconfig
 // docs/security.md shows (the harness hands it to the admission plugins):
-// reviews carry the bearer token the server's -auth-tokens-file holds, and
+// reviews carry the bearer token the server's --auth-tokens-file holds, and
 // a request without it is refused.
 func TestWebhookAuthenticatesWithABearerToken(t *testing.T) {
 	doccheck.Find(t, "docs/security.md", 2) // what the harness gave kube-apiserver
@@ -488,7 +488,7 @@ func TestWebhookAuthenticatesWithABearerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle := writeBundle(t, map[string]string{"p.yaml": replicasPolicy + binding("everywhere", "replicas.e2e.admitfn.io", "[Deny]", "")})
-	a := kube.serve(t, bundle, kube.authAddr, "-auth-tokens-file", tokens)
+	a := kube.serve(t, bundle, kube.authAddr, "--auth-tokens-file", tokens)
 	cfg := kube.render(t, bundle, "https://"+a.addr, k8sName(t)).validating
 	kube.install(t, cfg)
 	namespace(t, "e2e-auth", nil)

@@ -174,7 +174,7 @@ func policyChange(t *testing.T, kind changeKind, functionFirst bool, namespaces 
 	if functionFirst {
 		interval = "1s"
 	}
-	a := kube.serve(t, published, "", "-refresh-interval", interval)
+	a := kube.serve(t, published, "", "--refresh-interval", interval)
 	cs, _ := kube.client(t)
 	ctx := context.Background()
 

@@ -114,7 +114,7 @@ func coldStartLogged(tb testing.TB, bin, policies string, body []byte, log io.Wr
 	tb.Helper()
 	addr := freePort(tb)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	cmd := exec.Command(bin, append([]string{"-addr", addr, "-policies", policies, "-refresh-interval", "0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--addr", addr, "--policies", policies, "--refresh-interval", "0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -178,7 +178,7 @@ func BenchmarkP4ColdStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	withKey := []string{"-bundle-public-key", string(pub)}
+	withKey := []string{"--bundle-public-key", string(pub)}
 	one := b.TempDir()
 	if err := perf.WriteDir(perf.Generated(1, 0), one); err != nil {
 		b.Fatal(err)

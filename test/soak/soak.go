@@ -369,7 +369,7 @@ func start(ctx context.Context, bin, policies string) (*server, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	token := base64.RawURLEncoding.EncodeToString(raw)
-	cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0", "-policies", policies, "-refresh-interval", "0")
+	cmd := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:0", "--policies", policies, "--refresh-interval", "0")
 	cmd.Env = append(os.Environ(), "ADMITFN_TOKENS="+token)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
