@@ -65,26 +65,40 @@ func applyReport(results []resourceResult) any {
 	}{summarise(results), results}
 }
 
-// writeApplyTable prints each resource with its decision, then its results
-// (pass results only as a count, unless they are all it has).
+// writeApplyTable prints a row per resource under a header (decision,
+// resource, operation, where it was read), then its results indented below
+// it (pass results only as a count, unless they are all it has).
 func (c *cli) writeApplyTable(results []resourceResult, showPatch bool) {
 	colour := c.colour(c.out)
 	paintResult := func(s string) string {
 		return paint(colour, map[string]string{"fail": "red", "error": "red", "warn": "yellow", "pass": "green"}[s], fmt.Sprintf("%-5s", s))
 	}
+	wDecision, wResource, wOperation := len("DECISION"), len("RESOURCE"), len("OPERATION")
 	for _, r := range results {
-		decision := strings.ToUpper(r.Decision)
+		wResource = max(wResource, len(r.Resource.String()))
+		wOperation = max(wOperation, len(r.Operation))
+	}
+	row := func(decision, resource, operation, source string) string {
+		// Padded before painting: colour codes have no width.
+		line := fmt.Sprintf("%-*s  %-*s  %-*s  %s", wDecision, decision, wResource, resource, wOperation, operation, source)
+		return strings.TrimRight(line, " ")
+	}
+	if len(results) > 0 {
+		fmt.Fprintln(c.out, row("DECISION", "RESOURCE", "OPERATION", "SOURCE"))
+	}
+	for _, r := range results {
+		source := ""
+		if r.Resource.Line > 0 {
+			source = fmt.Sprintf("%s:%d", r.Resource.File, r.Resource.Line)
+		}
+		line := row(strings.ToUpper(r.Decision), r.Resource.String(), r.Operation, source)
 		switch r.Decision {
 		case decisionDenied, decisionError:
-			decision = paint(colour, "red", decision)
+			line = paint(colour, "red", line[:len(r.Decision)]) + line[len(r.Decision):]
 		case decisionAllowed:
-			decision = paint(colour, "green", decision)
+			line = paint(colour, "green", line[:len(r.Decision)]) + line[len(r.Decision):]
 		}
-		where := ""
-		if r.Resource.Line > 0 {
-			where = fmt.Sprintf(" (%s:%d)", r.Resource.File, r.Resource.Line)
-		}
-		fmt.Fprintf(c.out, "%s %s%s %s\n", decision, r.Resource, where, r.Operation)
+		fmt.Fprintln(c.out, line)
 		if r.Decision == decisionError || (r.Decision == decisionDenied && !hasFailure(r.Results)) {
 			fmt.Fprintf(c.out, "  %s\n", indent(r.Message))
 		}

@@ -136,7 +136,7 @@ spec:
 		stderr      string
 	}{
 		{"stdin, multi-document", "---\n# a comment\n" + deploy + "---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {environment: production}}\n", []string{"-f", "-"}, 1,
-			"DENIED Deployment production/api (<stdin>:3) CREATE\n", ""},
+			"DENIED    Deployment production/api  CREATE     <stdin>:3\n", ""},
 		{"bad YAML names the file and line", deploy + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:8: invalid YAML: did not find expected ',' or '}'\n"},
 		{"bad YAML after a comment: the file's line", deploy + "---\n\n# config\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n", []string{"-f", "-"}, 1,
@@ -146,7 +146,7 @@ spec:
 		{"a List item without kind", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:1: List items[0]: not a Kubernetes object: apiVersion and kind are required\n"},
 		{"a YAML 1.1 boolean", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags, namespace: shop}\ndata: {enabled: y}\n", []string{"-f", "-"}, 1,
-			"ERROR ConfigMap shop/flags (<stdin>:1) CREATE\n  input error: not a valid ConfigMap: cannot unmarshal bool into Go struct field ConfigMap.data of type string (quote YAML 1.1 booleans such as y, yes, on)\n", ""},
+			"ERROR     ConfigMap shop/flags  CREATE     <stdin>:1\n  input error: not a valid ConfigMap: cannot unmarshal bool into Go struct field ConfigMap.data of type string (quote YAML 1.1 booleans such as y, yes, on)\n", ""},
 		{"a scalar", "just text\n", []string{"-f", "-"}, 1,
 			"", "admitfn apply: <stdin>:1: not a Kubernetes object: want a map with apiVersion and kind\n"},
 		{"missing file", "", []string{"-f", "testdata/apply/none.yaml"}, 1, "", "admitfn apply: testdata/apply/none.yaml: no such file or directory\n"},
@@ -158,23 +158,23 @@ spec:
 		{"a kubeconfig that is not there", "", []string{"--cluster", "--kubeconfig", "testdata/apply/none"}, 1, "", "admitfn apply: kubeconfig: stat testdata/apply/none: no such file or directory\n"},
 		{"bad namespace labels", "", []string{"-f", "-", "--namespace-labels", "prod"}, 2, "", "admitfn apply: --namespace-labels \"prod\": want NS=KEY=VALUE[,KEY=VALUE...]\n"},
 		{"labels by flag select the binding", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--namespace-labels", "qa=env=prod,tier=web"}, 1,
-			"DENIED Deployment qa/api (<stdin>:1) CREATE\n  fail  two.example.com two/validations[0]: at least two replicas\n", ""},
+			"DENIED    Deployment qa/api  CREATE     <stdin>:1\n  fail  two.example.com two/validations[0]: at least two replicas\n", ""},
 		// As helm template prints it: a namespace the input does not
 		// define. The binding is left out, and apply says so.
 		{"no labels, no match", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-"}, 0,
-			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", unlabelled},
+			"ALLOWED   Deployment qa/api  CREATE     <stdin>:1\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n", unlabelled},
 		{"no labels, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict"}, 1,
 			"", unlabelled + "admitfn apply: --strict: 1 binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels\n"},
 		{"labels given, --strict", strings.Replace(deploy, "production", "qa", 1), []string{"-p", selective, "-f", "-", "--strict", "--namespace-labels", "qa=env=dev"}, 0,
-			"ALLOWED Deployment qa/api (<stdin>:1) CREATE\n", ""},
+			"ALLOWED   Deployment qa/api  CREATE     <stdin>:1\n", ""},
 		{"no labels, a binding of another kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: qa}\n", []string{"-p", selective, "-f", "-", "--strict"}, 0,
-			"ALLOWED ConfigMap qa/c (<stdin>:1) CREATE\n", ""},
+			"ALLOWED   ConfigMap qa/c  CREATE     <stdin>:1\n", ""},
 		{"a Namespace in the input labels it", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-"}, 1,
-			"DENIED Deployment production/api (<stdin>:5) CREATE\n", ""},
+			"DENIED    Deployment production/api  CREATE     <stdin>:5\n", ""},
 		{"the flag wins over the input", "apiVersion: v1\nkind: Namespace\nmetadata: {name: production, labels: {env: prod}}\n---\n" + deploy, []string{"-p", selective, "-f", "-", "--namespace-labels", "production=env=dev"}, 0,
-			"ALLOWED Deployment production/api (<stdin>:5) CREATE\n", ""},
+			"ALLOWED   Deployment production/api  CREATE     <stdin>:5\n", ""},
 		{"the default namespace", strings.Replace(deploy, "namespace: production", "labels: {}", 1), []string{"-p", selective, "-f", "-", "-n", "shop", "--namespace-labels", "shop=env=prod"}, 1,
-			"DENIED Deployment shop/api (<stdin>:1) CREATE\n", ""},
+			"DENIED    Deployment shop/api  CREATE     <stdin>:1\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"apply"}, tc.args...)
@@ -213,14 +213,14 @@ spec: {policyName: no-shrink.example.com, validationActions: [Deny]}
 	os.WriteFile(old, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 3}\n"), 0o644)
 	now := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: shop}\nspec: {replicas: 2}\n"
 	code, out, _ := applyAt(now, "apply", "-p", bundle, "-f", "-", "--old-filename", old)
-	want := "DENIED Deployment shop/api (<stdin>:1) UPDATE\n  fail  no-shrink.example.com no-shrink/validations[0]: replicas may not shrink\n1 resource: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 1 fail, 0 warn, 0 error\n"
+	want := "DECISION  RESOURCE             OPERATION  SOURCE\nDENIED    Deployment shop/api  UPDATE     <stdin>:1\n  fail  no-shrink.example.com no-shrink/validations[0]: replicas may not shrink\n1 resource: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 1 fail, 0 warn, 0 error\n"
 	if code != 1 || out != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
 	}
 	// Without the old version it is a CREATE, which the policy does not
 	// match.
 	code, out, _ = applyAt(now, "apply", "-p", bundle, "-f", "-")
-	if want := "ALLOWED Deployment shop/api (<stdin>:1) CREATE\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
+	if want := "DECISION  RESOURCE             OPERATION  SOURCE\nALLOWED   Deployment shop/api  CREATE     <stdin>:1\n1 resource: 1 allowed, 0 denied, 0 errors, 0 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
 		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
 	}
 }
@@ -273,7 +273,7 @@ func TestApplySkipsOtherYAMLInDirectories(t *testing.T) {
 	os.WriteFile(kustomization, []byte("resources: [deploy.yaml]\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "deploy.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"), 0o644)
 	code, out, errOut := applyAt("", "apply", "-p", "../../policies/examples", "-f", dir)
-	if want := "warning: skipped " + kustomization + ":1: not a Kubernetes object: apiVersion and kind are required\n"; code != 0 || !strings.Contains(out, "ALLOWED ConfigMap shop/c (") || errOut != want {
+	if want := "warning: skipped " + kustomization + ":1: not a Kubernetes object: apiVersion and kind are required\n"; code != 0 || !strings.Contains(out, "ALLOWED   ConfigMap shop/c  CREATE     "+filepath.Join(dir, "deploy.yaml")+":1") || errOut != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, want)
 	}
 	code, _, errOut = applyAt("", "apply", "-p", "../../policies/examples", "-f", kustomization)

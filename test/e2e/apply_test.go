@@ -102,11 +102,12 @@ func TestApplyClusterAudit(t *testing.T) {
 
 	// The table, for one namespace: exit 1, a denial.
 	code, out, errOut := audit("-n", "audit-shop")
-	want := `DENIED Deployment audit-shop/web UPDATE
+	want := `DECISION  RESOURCE                    OPERATION  SOURCE
+DENIED    Deployment audit-shop/web   UPDATE
   fail  replicas.audit.admitfn.io replicas-shop/validations[0]: at least 2 replicas
-ALLOWED Deployment audit-shop/api UPDATE
+ALLOWED   Deployment audit-shop/api   UPDATE
   pass  1 validation
-ALLOWED ConfigMap audit-shop/creds UPDATE
+ALLOWED   ConfigMap audit-shop/creds  UPDATE
   warn  no-password.audit.admitfn.io no-password-shop/validations[0]: no passwords in configmaps
 `
 	if code != 1 || !sameLines(out, want) {
