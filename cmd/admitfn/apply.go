@@ -37,7 +37,7 @@ import (
 
 // applyOptions are admitfn apply's flags.
 type applyOptions struct {
-	policies          string
+	policies          []string
 	files, oldFiles   []string
 	namespaceLabels   []string
 	namespace         string
@@ -96,6 +96,7 @@ docs/audit.md lists the RBAC it needs.`,
   kubectl get deploy,pods -A -o yaml | admitfn apply -p policies/ -f - --audit -o policyreport
   admitfn apply -p policies/ -f new.yaml --old-filename live.yaml --show-patch
   admitfn apply -p policies/ -f manifests/ --namespace-labels prod=env=production,tier=web
+  admitfn apply -p platform-policies/ -p team-policies/ -f manifests/
   admitfn apply -p s3://my-bucket/admitfn --cluster -A --audit --write-reports
   admitfn apply -p policies/ --cluster -A --audit --context prod-eu --context prod-us`,
 		Args: noArgs,
@@ -120,7 +121,7 @@ docs/audit.md lists the RBAC it needs.`,
 			return c.apply(o, co)
 		},
 	}
-	policiesFlag(cmd, &o.policies)
+	policiesArrayFlag(cmd, &o.policies, policiesUsage)
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "resources: a YAML or JSON file, a directory of them, or - for standard input (repeatable)")
 	cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
@@ -240,7 +241,7 @@ func (c *cli) apply(o applyOptions, co clusterOptions) error {
 // applyFiles reviews the resources of the files as CREATEs (UPDATEs from
 // their --old-filename versions).
 func (c *cli) applyFiles(o applyOptions) ([]resourceResult, error) {
-	eng, set, _, err := c.loadBundle(o.policies)
+	eng, set, err := c.loadBundles(o.policies)
 	if err != nil {
 		return nil, err
 	}

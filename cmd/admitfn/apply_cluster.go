@@ -346,7 +346,7 @@ func ptrTo[T any](v T) *T { return &v }
 // auditCluster is apply --cluster: every object the bundle can match,
 // reviewed as an UPDATE of itself, as an in-cluster audit does.
 func (c *cli) auditCluster(o applyOptions, co clusterOptions, kubeContext string) ([]resourceResult, error) {
-	eng, set, _, err := c.loadBundle(o.policies)
+	eng, set, err := c.loadBundles(o.policies)
 	if err != nil {
 		return nil, err
 	}

@@ -281,3 +281,69 @@ func TestApplySkipsOtherYAMLInDirectories(t *testing.T) {
 		t.Errorf("named: exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 }
+
+// Several bundles are reviewed together, as a cluster holds them all: each
+// one's policies act on the same resource; a file two bundles share is
+// refused, as an object two bundles define.
+func TestApplySeveralBundles(t *testing.T) {
+	dir, platform, team := twoBundles(t)
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec: {containers: [{name: web, image: 'nginx:latest'}]}\n"
+
+	code, out, errOut := applyAt(pod, "apply", "-p", platform, "-p", team, "-f", "-")
+	want := `DECISION  RESOURCE      OPERATION  SOURCE
+DENIED    Pod shop/web  CREATE     <stdin>:1
+  fail  platform.example.com platform/validations[0]: no latest
+  fail  team.example.com team/validations[0]: labels please
+1 resource: 0 allowed, 1 denied, 0 errors, 0 skipped; results: 0 pass, 2 fail, 0 warn, 0 error
+`
+	if code != 1 || out != want || errOut != "" {
+		t.Errorf("exit %d, stderr %q\n%s\nwant\n%s", code, errOut, out, want)
+	}
+	// One bundle alone: only its policy acts.
+	if code, out, _ := applyAt(pod, "apply", "-p", team, "-f", "-"); code != 1 || strings.Contains(out, "platform") || !strings.Contains(out, "labels please") {
+		t.Errorf("one bundle: exit %d\n%s", code, out)
+	}
+	// The same bundle twice, or a file of one inside another.
+	for _, second := range []string{team + "/", filepath.Join(team, "policy.yaml")} {
+		code, _, errOut := applyAt(pod, "apply", "-p", team, "-p", second, "-f", "-")
+		want := "admitfn apply: -p/--policies: " + filepath.ToSlash(filepath.Join(team, "policy.yaml")) + " is in both " + team + " and " + second + "\n"
+		if code != 2 || !strings.HasPrefix(errOut, want) {
+			t.Errorf("-p %s -p %s: exit %d, %q, want %q", team, second, code, errOut, want)
+		}
+	}
+	// An object two bundles define, in different files.
+	copyDir := filepath.Join(dir, "copy")
+	os.MkdirAll(copyDir, 0o755)
+	data, _ := os.ReadFile(filepath.Join(team, "policy.yaml"))
+	os.WriteFile(filepath.Join(copyDir, "again.yaml"), data, 0o644)
+	code, _, errOut = applyAt(pod, "apply", "-p", team, "-p", copyDir, "-f", "-")
+	if want := filepath.ToSlash(filepath.Join(team, "policy.yaml")) + `: document 1: ValidatingAdmissionPolicy "team.example.com" is already defined at ` + filepath.ToSlash(filepath.Join(copyDir, "again.yaml")) + ": document 1\n"; code != 1 || !strings.Contains(errOut, want) || !strings.HasPrefix(errOut, "admitfn apply: bundles "+team+", "+copyDir+": ") {
+		t.Errorf("an object in two bundles: exit %d, %q", code, errOut)
+	}
+}
+
+// twoBundles writes two bundles of one Pod policy each, under dir:
+// platform denies :latest images, team wants labels.
+func twoBundles(t *testing.T) (dir, platform, team string) {
+	t.Helper()
+	dir = t.TempDir()
+	bundle := func(name, expr, message string) string {
+		path := filepath.Join(dir, name)
+		os.MkdirAll(path, 0o755)
+		os.WriteFile(filepath.Join(path, "policy.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: `+name+`.example.com}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations: [{expression: "`+expr+`", message: `+message+`}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: `+name+`}
+spec: {policyName: `+name+`.example.com, validationActions: [Deny]}
+`), 0o644)
+		return path
+	}
+	return dir, bundle("platform", "!object.spec.containers.exists(c, c.image.endsWith(':latest'))", "no latest"), bundle("team", "has(object.metadata.labels)", "labels please")
+}

@@ -195,6 +195,65 @@ func (c *cli) loadBundle(path string) (*engine.Engine, *policy.Set, []policy.Sou
 	return eng, b, sources, nil
 }
 
+// policiesArrayFlag registers -p/--policies for a command that takes
+// several bundles at once.
+func policiesArrayFlag(cmd *cobra.Command, p *[]string, usage string) {
+	cmd.Flags().StringArrayVarP(p, "policies", "p", nil, usage+" (repeatable: the bundles together, as a cluster holds them all)")
+	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
+}
+
+// loadBundles loads the bundles at paths as one set: what a cluster holds
+// when each of them is installed. Their files keep the bundle's path in
+// their names, so messages say which bundle; two bundles that define the
+// same object are an error, as the second would replace the first in the
+// cluster.
+func (c *cli) loadBundles(paths []string) (*engine.Engine, *policy.Set, error) {
+	switch len(paths) {
+	case 0:
+		paths = []string{""} // readBundle's usage error
+	case 1:
+	default:
+		var all []policy.Source
+		from := map[string]string{} // a file's name → the bundle it was read in
+		for _, path := range paths {
+			sources, err := c.readBundle(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			fi, statErr := os.Stat(path)
+			for _, s := range sources {
+				switch {
+				case path == "-":
+					s.Name = "<stdin>/" + s.Name
+				case strings.Contains(path, "://"):
+					s.Name = strings.TrimSuffix(path, "/") + "/" + s.Name
+				case statErr == nil && !fi.IsDir():
+					s.Name = filepath.ToSlash(filepath.Clean(path))
+				default:
+					s.Name = filepath.ToSlash(filepath.Join(path, s.Name))
+				}
+				if prev, ok := from[s.Name]; ok {
+					return nil, nil, usagef("-p/--policies: %s is in both %s and %s", s.Name, prev, path)
+				}
+				from[s.Name] = path
+				all = append(all, s)
+			}
+		}
+		names := strings.Join(paths, ", ")
+		b, err := policy.Parse(all)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundles %s: %w", names, err)
+		}
+		eng, err := engine.New(b, celeval.NewCompiler())
+		if err != nil {
+			return nil, b, fmt.Errorf("bundles %s: %w", names, err)
+		}
+		return eng, b, nil
+	}
+	eng, b, _, err := c.loadBundle(paths[0])
+	return eng, b, err
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -38,9 +38,10 @@ type testFile struct {
 	// Files without them are read as that version.
 	APIVersion string `json:"apiVersion,omitempty"`
 	Kind       string `json:"kind,omitempty"`
-	// Policies is the bundle directory, relative to the test file; by
+	// Policies is the bundle, relative to the test file, or a list of
+	// bundles the cases run against together (as a cluster holds them); by
 	// default the test file's own directory.
-	Policies string `json:"policies,omitempty"`
+	Policies bundleList `json:"policies,omitempty"`
 	// Namespaces gives the labels of the namespaces cases use, for bindings
 	// with a namespaceSelector.
 	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
@@ -113,17 +114,17 @@ type caseResult struct {
 
 func (c *cli) testCmd() *cobra.Command {
 	var (
-		policies, output, runFilter string
-		files                       []string
-		includeKubeSystem           bool
+		output, runFilter string
+		files, policies   []string
+		includeKubeSystem bool
 	)
 	cmd := &cobra.Command{
 		Use:   "test [PATH...]",
 		Short: "Run the test cases beside a bundle's policies",
 		Long: `Runs the test cases in every *_test.yaml file under each PATH (a directory,
 searched recursively, or a test file) against the policy bundle each file
-names (by default the bundle in its own directory; -p/--policies overrides
-it). Each case is an admission request, sent to the bundle's webhooks as
+names (by default the bundle in its own directory; a list of bundles runs
+the cases against all of them together; -p/--policies overrides it). Each case is an admission request, sent to the bundle's webhooks as
 kube-apiserver sends it: mutating webhooks first (reinvoked once when
 reinvocationPolicy is IfNeeded), then validating webhooks on the mutated
 object. It passes when the outcome is what the case expects.
@@ -159,8 +160,7 @@ describes the file format.`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&files, "filename", "f", nil, "a test file or a directory of them (repeatable; also taken as arguments)")
 	cmd.MarkFlagFilename("filename", "yaml", "yml")
-	f.StringVarP(&policies, "policies", "p", "", "run every test file against this bundle instead of the one it names: "+strings.TrimPrefix(policiesUsage, "policy bundle: "))
-	cmd.MarkFlagFilename("policies", "yaml", "yml", "json")
+	policiesArrayFlag(cmd, &policies, "run every test file against this bundle instead of the one it names: "+strings.TrimPrefix(policiesUsage, "policy bundle: "))
 	f.StringVar(&runFilter, "run", "", "run only the cases whose FILE/NAME matches this regular expression")
 	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
 	outputFlag(cmd, &output, "text", "json", "junit")
@@ -173,7 +173,7 @@ type fileError struct {
 	Error string `json:"error"`
 }
 
-func (c *cli) test(paths []string, override string, filter *regexp.Regexp, output string, includeKubeSystem bool) error {
+func (c *cli) test(paths []string, override []string, filter *regexp.Regexp, output string, includeKubeSystem bool) error {
 	var files []string
 	for _, p := range paths {
 		found, err := findTestFiles(p)
@@ -187,8 +187,8 @@ func (c *cli) test(paths []string, override string, filter *regexp.Regexp, outpu
 	}
 
 	var overridden *engine.Engine
-	if override != "" {
-		eng, _, _, err := c.loadBundle(override)
+	if len(override) > 0 {
+		eng, _, err := c.loadBundles(override)
 		if err != nil {
 			return err
 		}
@@ -206,12 +206,18 @@ func (c *cli) test(paths []string, override string, filter *regexp.Regexp, outpu
 		}
 		eng := overridden
 		if eng == nil {
-			dir := tf.Policies
-			if !filepath.IsAbs(dir) {
-				dir = filepath.Join(filepath.Dir(file), dir)
+			dirs := tf.Policies
+			if len(dirs) == 0 {
+				dirs = bundleList{"."}
 			}
+			for i, dir := range dirs {
+				if !filepath.IsAbs(dir) {
+					dirs[i] = filepath.Join(filepath.Dir(file), dir)
+				}
+			}
+			dir := strings.Join(dirs, string(filepath.ListSeparator))
 			if _, seen := engines[dir]; !seen {
-				engines[dir], _, _, engineErrs[dir] = c.loadBundle(dir)
+				engines[dir], _, engineErrs[dir] = c.loadBundles(dirs)
 			}
 			if err := engineErrs[dir]; err != nil {
 				fileErrs = append(fileErrs, fileError{file, "policies: " + err.Error()})
@@ -395,6 +401,23 @@ func findTestFiles(dir string) ([]string, error) {
 	})
 	sort.Strings(files)
 	return files, err
+}
+
+// bundleList is a test file's policies: one bundle, or a list of them.
+type bundleList []string
+
+func (b *bundleList) UnmarshalJSON(data []byte) error {
+	var one string
+	if err := json.Unmarshal(data, &one); err == nil {
+		*b = bundleList{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(data, &list); err != nil {
+		return errors.New("policies: want a bundle, or a list of bundles")
+	}
+	*b = list
+	return nil
 }
 
 func readTestFile(path string) (*testFile, error) {

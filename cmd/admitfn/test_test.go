@@ -420,3 +420,49 @@ cases:
 		}
 	}
 }
+
+// A test file's policies may list several bundles, which its cases run
+// against together; -p given several times does the same for every file.
+func TestTestSeveralBundles(t *testing.T) {
+	dir, platform, team := twoBundles(t)
+	cases := `cases:
+- name: latest is the platform's
+  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: shop, labels: {app: a}}, spec: {containers: [{name: a, image: 'nginx:latest'}]}}
+  expect: {allowed: false, code: 422, message: "ValidatingAdmissionPolicy 'platform.example.com' with binding 'platform' denied request: no latest"}
+- name: labels are the team's
+  object: {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: shop}, spec: {containers: [{name: b, image: 'nginx:1.27'}]}}
+  expect: {allowed: false, code: 422, message: "ValidatingAdmissionPolicy 'team.example.com' with binding 'team' denied request: labels please"}
+- name: both pass
+  object: {apiVersion: v1, kind: Pod, metadata: {name: c, namespace: shop, labels: {app: c}}, spec: {containers: [{name: c, image: 'nginx:1.27'}]}}
+  expect: {allowed: true}
+`
+	tests := filepath.Join(dir, "tests")
+	os.MkdirAll(tests, 0o755)
+	listed := filepath.Join(tests, "listed_test.yaml")
+	os.WriteFile(listed, []byte("policies: [../platform, ../team]\n"+cases), 0o644)
+	var stdout, stderr bytes.Buffer
+	want := "ok   " + listed + ": latest is the platform's\nok   " + listed + ": labels are the team's\nok   " + listed + ": both pass\nPASS: 3 cases\n"
+	if code := run([]string{"test", listed}, &stdout, &stderr); code != 0 || stdout.String() != want || stderr.Len() > 0 {
+		t.Errorf("policies: [a, b]: exit %d\n%s%s\nwant\n%s", code, stdout.String(), stderr.String(), want)
+	}
+
+	// The same cases against -p given twice; against one bundle, a case fails.
+	bare := filepath.Join(tests, "bare_test.yaml")
+	os.WriteFile(bare, []byte(cases), 0o644)
+	stdout.Reset()
+	want = strings.ReplaceAll(want, listed, bare)
+	if code := run([]string{"test", "-p", platform, "-p", team, bare}, &stdout, &stderr); code != 0 || stdout.String() != want {
+		t.Errorf("-p a -p b: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"test", "-p", platform, bare}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String(), "FAIL "+bare+": labels are the team's\n") {
+		t.Errorf("-p a alone: exit %d\n%s", code, stdout.String())
+	}
+
+	// Neither a string nor a list.
+	os.WriteFile(listed, []byte("policies: {a: b}\n"+cases), 0o644)
+	stdout.Reset()
+	if code := run([]string{"test", listed}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String(), "policies: want a bundle, or a list of bundles") {
+		t.Errorf("policies: {a: b}: exit %d\n%s", code, stdout.String())
+	}
+}
