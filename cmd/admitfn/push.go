@@ -70,7 +70,9 @@ Into a directory, push writes exactly the bundle: it removes the files an
 earlier push wrote that the bundle no longer has, and refuses a directory
 holding other policy files. Every command reads a directory with a manifest
 as a function does: a policy file the manifest does not name is an error
-(push again).
+(push again). Into a bucket, once the new bundle is written and read back,
+push deletes the objects the bundle it replaces had and it has not; objects
+no manifest named stay, and without the permission to delete it warns.
 
 Credentials come from each SDK's usual chain: for S3 the AWS default chain
 (AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, and ADMITFN_S3_PATH_STYLE=true
@@ -123,6 +125,9 @@ type pushReport struct {
 	Resigned bool             `json:"resigned,omitempty"`
 	Diff     *bundleDiff      `json:"diff,omitempty"`
 	Content  *bundle.Manifest `json:"content"`
+	// Removed are the keys of the objects the bundle it replaced had and
+	// it has not, which the push deleted.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // errWebhookChange: push refuses a bundle whose webhook configuration
@@ -202,6 +207,11 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 		}
 		fmt.Fprintf(progress, "uploaded %s (%d bytes, sha256 %s%s)\n", loc.Key(o.Key), o.Size, o.SHA256[:12], v)
 	}
+	var removed []string
+	opts.Removed = func(key string) {
+		removed = append(removed, loc.Key(key))
+		fmt.Fprintf(progress, "removed %s: the bundle no longer has it\n", loc.Key(key))
+	}
 	var diff *bundleDiff
 	if !resign {
 		prev, err := bundle.Published(ctx, bucket, opts)
@@ -237,7 +247,7 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 		keyID = bundle.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
 	}
 	if output == "json" {
-		return writeJSON(c.out, pushReport{Location: loc.String(), Manifest: loc.Key(bundle.ManifestKey), KeyID: keyID, Resigned: resign, Diff: diff, Content: m})
+		return writeJSON(c.out, pushReport{Location: loc.String(), Manifest: loc.Key(bundle.ManifestKey), KeyID: keyID, Resigned: resign, Diff: diff, Content: m, Removed: removed})
 	}
 	signed := "unsigned"
 	if keyID != "" {

@@ -77,7 +77,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 
 // push publishes the example bundle to the location and fetches it back as
 // a function would.
-func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
+func pushAndFetch(t *testing.T, to string, bucket store.Bucket, versioned bool) {
 	t.Helper()
 	keyFile, pub := keys(t)
 	code, out, errOut := admitfn("push", "-p", "../../policies/examples", "--to", to, "--sign-key", keyFile, "--expires", "240h")
@@ -143,7 +143,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 	if code, remote, errOut := admitfn("render", "-p", to, "--url", "https://x"); code != 0 || remote != local {
 		t.Errorf("render -p %s: exit %d %s\n%s", to, code, errOut, remote)
 	}
-	if code, out, errOut := admitfn("apply", "-p", to, "-f", "testdata/apply/manifests", "--audit"); code != 0 || !strings.Contains(out, "DENIED Deployment production/api") {
+	if code, out, errOut := admitfn("apply", "-p", to, "-f", "testdata/apply/manifests", "--audit"); code != 0 || !strings.Contains(out, "DENIED    Deployment production/api") {
 		t.Errorf("apply -p %s: exit %d %s\n%s", to, code, errOut, out)
 	}
 	otherKey, _ := keys(t)
@@ -175,20 +175,77 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket) {
 			t.Errorf("test file %s was published", s.Name)
 		}
 	}
+
+	// Another bundle over the same prefix removes what the first had and
+	// it has not, once it is published; an object no push wrote stays.
+	ctx := context.Background()
+	if _, err := bucket.Put(ctx, "notes.txt", []byte("kept"), "text/plain"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := bucket.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstData, first, err := bucket.Get(ctx, snap.Sources[0].Name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = admitfn("push", "-p", "testdata/small", "--to", to, "--sign-key", keyFile, "--allow-webhook-change")
+	if code != 0 {
+		t.Fatalf("push over it: %d\n%s\n%s", code, out, errOut)
+	}
+	var removed []string
+	for _, l := range strings.Split(out, "\n") {
+		if key, ok := strings.CutPrefix(l, "removed "); ok {
+			removed = append(removed, strings.TrimSuffix(key, ": the bundle no longer has it"))
+		}
+	}
+	var wantRemoved []string
+	for _, s := range snap.Sources {
+		wantRemoved = append(wantRemoved, "prod/"+s.Name)
+	}
+	sort.Strings(removed)
+	if !slices.Equal(removed, wantRemoved) {
+		t.Errorf("removed %q, want the first bundle's files %q\n%s", removed, wantRemoved, out)
+	}
+	after, err := bucket.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range after {
+		keys = append(keys, o.Key)
+	}
+	second, err := (&bundle.Fetcher{Bucket: bucket, Keys: pub}).Fetch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []string{".admitfn/manifest.json", ".admitfn/packed.json", ".admitfn/retired/" + id + ".json", ".admitfn/webhooks.json", "notes.txt", "policy.yaml"}
+	if !slices.Equal(keys, wantKeys) || len(second.Sources) != 1 || len(before) != 16 {
+		t.Errorf("after the second push the prefix holds %q (%d objects before), want %q", keys, len(before), wantKeys)
+	}
+	// Where the bucket keeps versions, the first bundle's stay readable at
+	// the versions its manifest pinned.
+	if versioned {
+		data, err := bucket.GetVersion(ctx, first.Key, first.Version)
+		if err != nil || !bytes.Equal(data, firstData) {
+			t.Errorf("%s at version %s after its removal: %v", first.Key, first.Version, err)
+		}
+	}
 }
 
 func TestPushToS3(t *testing.T) {
 	s := storetest.StartS3(t)
 	s.CreateBucket(t, "policies", true)
 	s.SetEnv(t)
-	pushAndFetch(t, "s3://policies/prod", s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}))
+	pushAndFetch(t, "s3://policies/prod", s3store.New(s.Client(s.Endpoint), store.Location{Scheme: "s3", Bucket: "policies", Prefix: "prod"}), true)
 }
 
 func TestPushToGCS(t *testing.T) {
 	g := storetest.StartGCS(t)
 	g.CreateBucket(t, "policies", false)
 	t.Setenv("STORAGE_EMULATOR_HOST", g.Host)
-	pushAndFetch(t, "gs://policies/prod", gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}))
+	pushAndFetch(t, "gs://policies/prod", gcsstore.New(g.Client(t, g.Host), store.Location{Scheme: "gs", Bucket: "policies", Prefix: "prod"}), false)
 }
 
 func TestPushToDirectory(t *testing.T) {

@@ -315,6 +315,9 @@ type PublishOptions struct {
 	// Uploaded, when set, is called after each object is stored, one call
 	// at a time.
 	Uploaded func(ManifestObject)
+	// Removed, when set, is called with the key of each object the publish
+	// removed: one the bundle it replaced had and it has not.
+	Removed func(key string)
 	// Transition is how long functions keep serving the routes the publish
 	// retires, with the bundle that had them (DefaultTransition when zero;
 	// none when negative).
@@ -331,6 +334,12 @@ type PublishOptions struct {
 func (o PublishOptions) warn(msg string) {
 	if o.Warn != nil {
 		o.Warn(msg)
+	}
+}
+
+func (o PublishOptions) removed(key string) {
+	if o.Removed != nil {
+		o.Removed(key)
 	}
 }
 
@@ -554,20 +563,61 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 		stale = append(stale, unreferenced(bucket, prevSnap, m)...)
 	}
 	for _, key := range stale {
-		if err := bucket.(remover).Remove(key); err != nil {
+		if err := bucket.(store.Remover).Remove(ctx, key); err != nil {
 			return nil, fmt.Errorf("publish: remove %s, which the bundle no longer has: %w", key, err)
 		}
+		opts.removed(key)
 	}
 	if err := readBack(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}
+	removeReplaced(ctx, bucket, prev, m, opts)
 	return m, nil
 }
 
-// remover is a directory's: a bucket keeps old objects, which its manifest
-// does not name, while a directory must hold exactly what its manifest
-// names.
-type remover interface{ Remove(key string) error }
+// removeReplaced deletes from a bucket the objects prev, the manifest this
+// publish replaced, named and m does not: the files the bundle no longer
+// has, a packed form or retired bundle it dropped. Only once m is written
+// and read back, and only what a manifest named, so objects others keep
+// under the prefix stay. Where the bucket keeps versions, the versions
+// prev pinned stay readable. A failure (no delete permission) is a
+// warning: the bundle is published, and functions read only what m names.
+func removeReplaced(ctx context.Context, bucket store.Bucket, prev, m *Manifest, opts PublishOptions) {
+	r, ok := bucket.(store.Remover)
+	if loc, err := store.ParseLocation(bucket.Location()); !ok || prev == nil || err != nil || !loc.Remote() {
+		return
+	}
+	named := func(m *Manifest) []string {
+		var keys []string
+		for _, o := range m.Objects {
+			keys = append(keys, o.Key)
+		}
+		for _, o := range []*ManifestObject{m.Packed, m.Webhooks} {
+			if o != nil {
+				keys = append(keys, o.Key)
+			}
+		}
+		for _, r := range m.Retired {
+			keys = append(keys, r.Object.Key)
+		}
+		return keys
+	}
+	keep := map[string]bool{ManifestKey: true}
+	for _, k := range named(m) {
+		keep[k] = true
+	}
+	for _, key := range named(prev) {
+		if keep[key] || !store.ValidKey(key) {
+			continue
+		}
+		keep[key] = true // once
+		if err := r.Remove(ctx, key); err != nil && !errors.Is(err, store.ErrNotFound) {
+			opts.warn(fmt.Sprintf("could not remove %s, which the bundle it replaced had and it has not: %v", key, err))
+			continue
+		}
+		opts.removed(key)
+	}
+}
 
 // staleFiles are the files of a directory that an earlier push wrote and
 // sources no longer have: Publish removes them once the new manifest is
@@ -575,7 +625,7 @@ type remover interface{ Remove(key string) error }
 // name is an error: push does not delete what it did not write, and a
 // function would refuse the directory with it. Buckets have none.
 func staleFiles(ctx context.Context, bucket store.Bucket, sources []policy.Source) ([]string, error) {
-	_, ok := bucket.(remover)
+	_, ok := bucket.(store.Remover)
 	if loc, err := store.ParseLocation(bucket.Location()); !ok || err != nil || loc.Remote() {
 		return nil, nil
 	}

@@ -362,3 +362,63 @@ func TestPushReadsBackWhatItWrote(t *testing.T) {
 		t.Fatalf("manifest not kept: %v", err)
 	}
 }
+
+// removing is a bucket location that can delete, as S3 and GCS can; with
+// err set every delete fails, as without the permission.
+type removing struct {
+	at
+	dir *store.Dir
+	err error
+}
+
+func (r removing) Remove(ctx context.Context, key string) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.dir.Remove(ctx, key)
+}
+
+// A publish over a bucket's prefix removes, once it is read back, what the
+// bundle it replaced had and it has not; a failed delete is a warning, and
+// the bundle is published all the same.
+func TestPublishRemovesWhatItReplaced(t *testing.T) {
+	key := newKey(t)
+	second := []policy.Source{{Name: "a.yaml", Data: []byte("kind: A2\n")}, {Name: "c.yaml", Data: []byte("kind: C\n")}}
+	for _, denied := range []bool{false, true} {
+		dir := store.NewDir(t.TempDir())
+		b := removing{at: at{dir, "s3://policies/prod"}, dir: dir}
+		if denied {
+			b.err = errors.New("AccessDenied")
+		}
+		publishAt(t, b, bundleA, key, t0, 0)
+		var removed, warnings []string
+		m, err := bundle.Publish(context.Background(), b, second, bundle.PublishOptions{
+			SignKey: key, Now: t0.Add(time.Minute),
+			Removed: func(k string) { removed = append(removed, k) },
+			Warn:    func(w string) { warnings = append(warnings, w) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, _ := dir.List(context.Background())
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+		}
+		snap, err := fetchAt(b, key, t0.Add(time.Minute))
+		if err != nil || snap.BundleID != m.Bundle {
+			t.Errorf("denied %v: the second bundle does not fetch: %v", denied, err)
+		}
+		wantKeys := "a.yaml c.yaml" // List leaves .admitfn/ out
+		wantWarnings := []string(nil)
+		wantRemoved := "nested/b.json"
+		if denied {
+			wantKeys = "a.yaml c.yaml nested/b.json"
+			wantWarnings = []string{"could not remove nested/b.json, which the bundle it replaced had and it has not: AccessDenied"}
+			wantRemoved = ""
+		}
+		if strings.Join(keys, " ") != wantKeys || strings.Join(removed, " ") != wantRemoved || fmt.Sprint(warnings) != fmt.Sprint(wantWarnings) {
+			t.Errorf("denied %v: holds %q, removed %q, warnings %q; want %q, %q, %q", denied, keys, removed, warnings, wantKeys, wantRemoved, wantWarnings)
+		}
+	}
+}

@@ -70,11 +70,12 @@ type RetiredSnapshot struct {
 }
 
 // unreferenced are the retired bundles prev's manifest stored that m no
-// longer names, in a directory, which must hold what its manifest names;
-// a bucket keeps old objects.
+// longer names, in a directory, which must hold what its manifest names
+// before it is read back.
 func unreferenced(bucket store.Bucket, prev *Snapshot, m *Manifest) []string {
-	if _, ok := bucket.(remover); !ok {
-		return nil
+	_, ok := bucket.(store.Remover)
+	if loc, err := store.ParseLocation(bucket.Location()); !ok || err != nil || loc.Remote() {
+		return nil // a bucket's: removeReplaced, once the bundle is read back
 	}
 	named := map[string]bool{}
 	for _, r := range m.Retired {

@@ -185,6 +185,17 @@ func (f *fixture) publish(sources []policy.Source, key ed25519.PrivateKey) {
 	}
 }
 
+// publishKeeping publishes as a pusher without the permission to delete
+// does: the objects of the bundle it replaces stay, as a writer of the
+// bucket could also put them back.
+func (f *fixture) publishKeeping(sources []policy.Source, key ed25519.PrivateKey) {
+	f.t.Helper()
+	keep := struct{ store.Bucket }{f.b.direct} // no Remove
+	if _, err := bundle.Publish(context.Background(), keep, sources, bundle.PublishOptions{SignKey: key, Now: f.clock.Now(), Warn: func(string) {}}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // served reviews the request and asserts that bundle tag answered it.
 func (f *fixture) served(tag string) {
 	f.t.Helper()
@@ -553,13 +564,13 @@ func TestRollbackRefused(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} })
-		f.publish(renamed(sources("A"), "a"), key)
+		f.publishKeeping(renamed(sources("A"), "a"), key)
 		f.load()
 		f.served("A")
 		old := f.manifest()
 
 		f.clock.Advance(time.Minute)
-		f.publish(renamed(sources("B"), "b"), key)
+		f.publishKeeping(renamed(sources("B"), "b"), key)
 		f.clock.Advance(interval + jitter)
 		f.served("B")
 

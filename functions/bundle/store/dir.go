@@ -150,7 +150,7 @@ func (d *Dir) Put(_ context.Context, key string, data []byte, _ string) (Object,
 
 // Remove deletes the file at key: what a push into the directory does to a
 // file the new bundle no longer has.
-func (d *Dir) Remove(key string) error {
+func (d *Dir) Remove(_ context.Context, key string) error {
 	p, err := d.path(key)
 	if err != nil {
 		return err

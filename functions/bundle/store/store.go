@@ -70,6 +70,14 @@ type Bucket interface {
 	Location() string
 }
 
+// Remover is a Bucket a publisher may delete from: a push removes the
+// objects of the bundle it replaces that the new one no longer names.
+type Remover interface {
+	// Remove deletes the object at key (its current version, where the
+	// store keeps versions: older ones stay readable by version).
+	Remove(ctx context.Context, key string) error
+}
+
 // Location is a parsed bundle location.
 type Location struct {
 	// Scheme is "s3", "gs", or "" for a local directory.

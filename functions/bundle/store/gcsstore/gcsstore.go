@@ -28,7 +28,10 @@ type Bucket struct {
 	loc    store.Location
 }
 
-var _ store.Bucket = (*Bucket)(nil)
+var (
+	_ store.Bucket  = (*Bucket)(nil)
+	_ store.Remover = (*Bucket)(nil)
+)
 
 // Open returns the bucket of loc (scheme gs) with a client from Application
 // Default Credentials.
@@ -144,6 +147,15 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType s
 	}
 	gen := strconv.FormatInt(w.Attrs().Generation, 10)
 	return store.Object{Key: key, Size: int64(len(data)), ETag: gen, Version: gen}, nil
+}
+
+// Remove deletes key's live generation; with object versioning on, it
+// stays readable by generation.
+func (b *Bucket) Remove(ctx context.Context, key string) error {
+	if err := b.object(key).Delete(ctx); err != nil {
+		return b.err(err, key)
+	}
+	return nil
 }
 
 func (b *Bucket) err(err error, key string) error {

@@ -37,7 +37,10 @@ type Bucket struct {
 	loc    store.Location
 }
 
-var _ store.Bucket = (*Bucket)(nil)
+var (
+	_ store.Bucket  = (*Bucket)(nil)
+	_ store.Remover = (*Bucket)(nil)
+)
 
 // Open returns the bucket of loc (scheme s3) with a client configured by the
 // SDK's default chain.
@@ -130,6 +133,16 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType s
 		return store.Object{}, b.err(err, key)
 	}
 	return store.Object{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag), Version: version(out.VersionId)}, nil
+}
+
+// Remove deletes key: on a versioned bucket a delete marker, which leaves
+// the versions a manifest pins readable.
+func (b *Bucket) Remove(ctx context.Context, key string) error {
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.loc.Bucket), Key: aws.String(b.loc.Key(key))})
+	if err != nil {
+		return b.err(err, key)
+	}
+	return nil
 }
 
 // version drops S3's "null" version id: objects written while versioning
