@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/lint"
 	"github.com/admitfn/admitfn/core/policy"
 )
@@ -44,7 +46,10 @@ func (c *cli) lintCmd() *cobra.Command {
 		Short: "Type-check a bundle's expressions and warn about what a function cannot do",
 		Long: fmt.Sprintf(`Loads each bundle (named by -p/--policies or as an argument: a directory, a
 YAML or JSON file, or - for standard input) with every expression compiled
-and every object checked as kube-apiserver checks it on create, then:
+and every object checked as kube-apiserver checks it on create. Each
+problem is a finding at its file, document and line, every object's at
+once (a field typo does not hide an expression elsewhere that does not
+compile). Then, on what loaded:
 
   - type-checks each ValidatingAdmissionPolicy's validations and message
     expressions against the schemas of the built-in kinds its rules match,
@@ -136,12 +141,15 @@ func (c *cli) lint(paths []string, output string, opts lint.Options) error {
 			if f.Field != "" {
 				where += ": " + f.Field
 			}
+			if where != "" {
+				where += ": "
+			}
 			var line string
 			switch {
 			case f.File != "":
-				line = fmt.Sprintf("%s: document %d: %s: %s: %s", f.File, f.Document, sev, where, f.Message)
+				line = fmt.Sprintf("%s: document %d: %s: %s%s", f.File, f.Document, sev, where, f.Message)
 			case where != "":
-				line = fmt.Sprintf("%s: %s: %s: %s", f.Bundle, sev, where, f.Message)
+				line = fmt.Sprintf("%s: %s: %s%s", f.Bundle, sev, where, f.Message)
 			default:
 				line = fmt.Sprintf("%s: %s: %s", f.Bundle, sev, f.Message)
 			}
@@ -158,22 +166,16 @@ func (c *cli) lint(paths []string, output string, opts lint.Options) error {
 	return nil
 }
 
-// lintBundle loads and lints the bundle at path; a bundle that does not
-// load gives one finding per problem.
+// lintBundle loads and lints the bundle at path. A bundle that does not
+// load gives a finding per problem, each at its file and line where it has
+// one: every object's, not only the first's, and the compile errors of the
+// objects that did load; the rules then check what compiled.
 func (c *cli) lintBundle(path string, opts lint.Options) []finding {
 	name := bundleName(path)
-	_, b, sources, err := c.loadBundle(path)
+	sources, err := c.readBundle(path)
 	if err != nil {
-		var errs policy.Errors
-		if !errors.As(err, &errs) {
-			msg := strings.TrimPrefix(err.Error(), "bundle "+path+": ")
-			return []finding{{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: msg}}
-		}
-		out := make([]finding, 0, len(errs))
-		for _, e := range errs {
-			out = append(out, finding{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: e.Error()})
-		}
-		return out
+		msg := strings.TrimPrefix(err.Error(), "bundle "+path+": ")
+		return []finding{{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: msg}}
 	}
 	data := map[string][]byte{}
 	for _, s := range sources {
@@ -185,21 +187,51 @@ func (c *cli) lintBundle(path string, opts lint.Options) []finding {
 			single = false
 		}
 	}
+	// at fills where a finding is, from where in the bundle it was found.
+	at := func(fd *finding, origin policy.Origin) {
+		if origin.File == "" {
+			return
+		}
+		fd.File, fd.Document = origin.File, origin.Document
+		switch {
+		case path == "-":
+			fd.File = "<stdin>"
+		case single:
+			fd.File = path
+		default:
+			fd.File = filepath.Join(path, origin.File)
+		}
+		fd.Line = policy.DocumentLine(data[origin.File], origin.Document)
+	}
+
+	b, errs := policy.ParseLenient(sources)
+	if _, err := engine.New(b, celeval.NewCompiler()); err != nil {
+		var compileErrs policy.Errors
+		if !errors.As(err, &compileErrs) {
+			compileErrs = policy.Errors{err}
+		}
+		errs = append(errs, compileErrs...)
+	}
 	var out []finding
+	failed := map[policy.Origin]bool{}
+	for _, e := range errs {
+		fd := finding{Bundle: name, Rule: loadRule.ID, Severity: string(loadRule.Severity), Message: e.Error()}
+		var oe *policy.OriginError
+		if errors.As(e, &oe) {
+			at(&fd, oe.Origin)
+			failed[oe.Origin] = true
+			// The finding says where; its message, what.
+			msg := strings.TrimPrefix(fd.Message, oe.Origin.File+": ")
+			fd.Message = strings.TrimPrefix(msg, fmt.Sprintf("document %d: ", oe.Origin.Document))
+		}
+		out = append(out, fd)
+	}
+	if len(failed) > 0 {
+		b.DropAt(failed) // the rules check what loaded and compiled
+	}
 	for _, f := range lint.SetWith(b, opts) {
 		fd := finding{Bundle: name, Rule: f.Rule, Severity: string(f.Severity), Object: f.Object, Field: f.Field, Message: f.Message}
-		if f.Origin.File != "" {
-			fd.File, fd.Document = f.Origin.File, f.Origin.Document
-			switch {
-			case path == "-":
-				fd.File = "<stdin>"
-			case single:
-				fd.File = path
-			default:
-				fd.File = filepath.Join(path, f.Origin.File)
-			}
-			fd.Line = policy.DocumentLine(data[f.Origin.File], f.Origin.Document)
-		}
+		at(&fd, f.Origin)
 		out = append(out, fd)
 	}
 	return out

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,8 +55,105 @@ spec:
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"lint", dir}, &stdout, &stderr)
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if code != 1 || lines[len(lines)-1] != "3 errors, 0 warnings" || strings.Count(stdout.String(), dir+": error: ") != 3 {
+	if code != 1 || lines[len(lines)-1] != "3 errors, 0 warnings" || strings.Count(stdout.String(), filepath.Join(dir, "p.yaml")+": document 1: error: policy p: spec.validations[") != 3 {
 		t.Errorf("exit %d\n%s", code, stdout.String())
+	}
+}
+
+// A field typo does not hide an expression that does not compile
+// elsewhere, nor a failure of validation: lint lists them all at once, each
+// at its file, document and line, in every format; the rules still check
+// what loaded.
+func TestLintListsEveryLoadErrorWhereItIs(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: a.example.com}
+spec:
+  failurePolicy: Fial
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: a}
+spec: {policyName: a.example.com, validationActions: [Deny]}
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(`# two policies
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: b.example.com}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expresion: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: c.example.com}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "object.nope("}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: d.example.com}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: ["*"], apiVersions: ["*"], operations: [CREATE], resources: ["*"]}]}
+  validations: [{expression: "true"}]
+`), 0o644)
+	code, out, _ := admitfn("lint", dir, "-o", "json")
+	var report struct {
+		Errors, Warnings int
+		Findings         []finding
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	type where struct {
+		rule, file   string
+		doc, line    int
+		messageStart string
+	}
+	want := []where{
+		{"load", "b.yaml", 1, 2, `ValidatingAdmissionPolicy: unknown field "spec.validations[0].expresion"`},
+		{"load", "a.yaml", 1, 1, `policy a.example.com: spec.failurePolicy: Unsupported value: "Fial"`},
+		{"load", "b.yaml", 2, 9, `policy c.example.com: spec.validations[0].expression: compilation failed: ERROR: <input>:1:13: Syntax error`},
+		{"unchecked-rule", "b.yaml", 3, 16, ``},
+	}
+	var got []where
+	for _, f := range report.Findings {
+		w := where{f.Rule, strings.TrimPrefix(f.File, dir+string(filepath.Separator)), f.Document, f.Line, ""}
+		for _, m := range want {
+			if strings.HasPrefix(f.Message, m.messageStart) && m.rule == f.Rule {
+				w.messageStart = m.messageStart
+			}
+		}
+		got = append(got, w)
+	}
+	if code != 1 || report.Errors != 3 || report.Warnings != 1 || !slices.Equal(got, want) {
+		t.Errorf("exit %d, %d errors, %d warnings\n%+v\nwant\n%+v\n%s", code, report.Errors, report.Warnings, got, want, out)
+	}
+	// SARIF: every finding has its region.
+	_, out, _ = admitfn("lint", dir, "-o", "sarif")
+	var sarif struct {
+		Runs []struct {
+			Results []struct {
+				Locations []struct {
+					PhysicalLocation struct {
+						ArtifactLocation struct{ URI string }
+						Region           struct{ StartLine int }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &sarif); err != nil || len(sarif.Runs) != 1 || len(sarif.Runs[0].Results) != 4 {
+		t.Fatalf("sarif: %v\n%s", err, out)
+	}
+	for i, r := range sarif.Runs[0].Results {
+		if len(r.Locations) != 1 || r.Locations[0].PhysicalLocation.Region.StartLine != want[i].line || !strings.HasSuffix(r.Locations[0].PhysicalLocation.ArtifactLocation.URI, want[i].file) {
+			t.Errorf("sarif result %d: %+v, want %s line %d", i, r.Locations, want[i].file, want[i].line)
+		}
 	}
 }
 

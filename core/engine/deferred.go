@@ -54,7 +54,7 @@ func newOnUse[P metav1.Object, E any](left *atomic.Int64, b *policy.Set, kind st
 			var errs []*celeval.ExpressionError
 			u.e, errs = compile(p)
 			for _, fe := range errs {
-				u.errs = append(u.errs, fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error()))
+				u.errs = append(u.errs, policy.AtOrigin(b.Origin(kind, name), fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error())))
 			}
 			left.Add(-1)
 			u.done.Store(true)

@@ -474,7 +474,7 @@ func compileAll[P metav1.Object, E any](b *policy.Set, kind string, policies []P
 	}) {
 		name := policies[i].GetName()
 		for _, fe := range r.errs {
-			errs = append(errs, fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error()))
+			errs = append(errs, policy.AtOrigin(b.Origin(kind, name), fmt.Errorf("%s: policy %s: %s", b.Origin(kind, name).File, name, fe.Error())))
 		}
 		out[name] = r.evaluator
 	}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -75,6 +76,20 @@ type Origin struct {
 }
 
 func (o Origin) String() string { return fmt.Sprintf("%s: document %d", o.File, o.Document) }
+
+// OriginError is a problem with what a bundle file defines, and where:
+// its text is Err's, which names the file already; Origin lets a tool
+// point at the document's line.
+type OriginError struct {
+	Origin Origin
+	Err    error
+}
+
+func (e *OriginError) Error() string { return e.Err.Error() }
+func (e *OriginError) Unwrap() error { return e.Err }
+
+// AtOrigin is err, found in what origin defines.
+func AtOrigin(origin Origin, err error) error { return &OriginError{Origin: origin, Err: err} }
 
 // Errors is every problem found in a bundle, up to MaxErrors; a bundle with
 // any is rejected.
@@ -175,6 +190,10 @@ func IsTestFile(name string) bool {
 // (decode errors, unknown kinds, invalid fields) rather than the first one.
 // CEL is compiled later, by the validate package.
 func Parse(sources []Source) (*Set, error) {
+	return parse(sources, false)
+}
+
+func parse(sources []Source, lenient bool) (*Set, error) {
 	sources = append([]Source(nil), sources...)
 	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
 
@@ -228,7 +247,7 @@ func Parse(sources []Source) (*Set, error) {
 			objs, err = decodeDocument(data)
 		}
 		if err != nil {
-			return decoded{err: fmt.Errorf("%s: %w", d.origin, err)}
+			return decoded{err: AtOrigin(d.origin, fmt.Errorf("%s: %w", d.origin, err))}
 		}
 		out := make([]object, len(objs))
 		for i, obj := range objs {
@@ -247,7 +266,7 @@ func Parse(sources []Source) (*Set, error) {
 				continue
 			}
 			if err := b.add(o, origin); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+				errs = append(errs, AtOrigin(origin, fmt.Errorf("%s: %w", origin, err)))
 			}
 		}
 	}
@@ -261,27 +280,72 @@ func Parse(sources []Source) (*Set, error) {
 	for _, p := range params {
 		gvk := p.obj.GroupVersionKind()
 		if !paramKinds[gvk] {
-			errs = append(errs, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, MutatingAdmissionPolicy, one of their bindings, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion()))
+			errs = append(errs, AtOrigin(p.origin, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, MutatingAdmissionPolicy, one of their bindings, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion())))
 			continue
 		}
 		if p.obj.GetName() == "" {
-			errs = append(errs, fmt.Errorf("%s: %s: metadata.name is required", p.origin, gvk.Kind))
+			errs = append(errs, AtOrigin(p.origin, fmt.Errorf("%s: %s: metadata.name is required", p.origin, gvk.Kind)))
 			continue
 		}
 		key := gvk.String() + "/" + p.obj.GetNamespace() + "/" + p.obj.GetName()
 		if prev, dup := seenParams[key]; dup {
-			errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", p.origin, gvk.Kind, qualifiedName(p.obj.GetNamespace(), p.obj.GetName()), prev))
+			errs = append(errs, AtOrigin(p.origin, fmt.Errorf("%s: %s %q is already defined at %s", p.origin, gvk.Kind, qualifiedName(p.obj.GetNamespace(), p.obj.GetName()), prev)))
 			continue
 		}
 		seenParams[key] = p.origin
 		b.Params = append(b.Params, p.obj)
 	}
 
-	errs = append(errs, b.validate()...)
-	if len(errs) > 0 {
+	invalid, verrs := b.validate()
+	errs = append(errs, verrs...)
+	if len(errs) == 0 {
+		return b, nil
+	}
+	if !lenient {
 		return nil, errs.Capped()
 	}
-	return b, nil
+	b.drop(invalid)
+	return b, errs.Capped()
+}
+
+// ParseLenient is Parse for a linter: with the errors, the set of what did
+// load, without the objects that had errors and the bindings of a dropped
+// policy, so that the rest can still be compiled and checked.
+func ParseLenient(sources []Source) (*Set, Errors) {
+	b, err := parse(sources, true)
+	errs, _ := err.(Errors)
+	return b, errs
+}
+
+// DropAt removes the policies and bindings defined at the origins given,
+// and the bindings of a policy removed: what a linter leaves out of its
+// checks once it has reported their errors.
+func (b *Set) DropAt(origins map[Origin]bool) {
+	invalid := map[string]bool{}
+	for key, o := range b.Origins {
+		if origins[o] {
+			invalid[key] = true
+		}
+	}
+	b.drop(invalid)
+}
+
+// drop removes the policies and bindings named "Kind/name" in invalid, and
+// the bindings of a policy removed.
+func (b *Set) drop(invalid map[string]bool) {
+	keep := func(kind, name string) bool { return !invalid[kind+"/"+name] }
+	b.Policies = slices.DeleteFunc(b.Policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
+		return !keep("ValidatingAdmissionPolicy", p.Name)
+	})
+	b.MutatingPolicies = slices.DeleteFunc(b.MutatingPolicies, func(p *admissionregistrationv1.MutatingAdmissionPolicy) bool {
+		return !keep("MutatingAdmissionPolicy", p.Name)
+	})
+	b.Bindings = slices.DeleteFunc(b.Bindings, func(pb *admissionregistrationv1.ValidatingAdmissionPolicyBinding) bool {
+		return !keep("ValidatingAdmissionPolicyBinding", pb.Name) || b.Policy(pb.Spec.PolicyName) == nil
+	})
+	b.MutatingBindings = slices.DeleteFunc(b.MutatingBindings, func(pb *admissionregistrationv1.MutatingAdmissionPolicyBinding) bool {
+		return !keep("MutatingAdmissionPolicyBinding", pb.Name) || b.MutatingPolicy(pb.Spec.PolicyName) == nil
+	})
 }
 
 func qualifiedName(ns, name string) string {

@@ -37,11 +37,13 @@ var (
 
 const maxAuditAnnotations = 20
 
-func (b *Set) validate() Errors {
-	var errs Errors
+func (b *Set) validate() (invalid map[string]bool, errs Errors) {
+	invalid = map[string]bool{}
 	report := func(kind, what, name string, fe field.ErrorList) {
 		for _, e := range fe {
-			errs = append(errs, fmt.Errorf("%s: %s %s: %s", b.Origin(kind, name).File, what, name, e.Error()))
+			origin := b.Origin(kind, name)
+			errs = append(errs, AtOrigin(origin, fmt.Errorf("%s: %s %s: %s", origin.File, what, name, e.Error())))
+			invalid[kind+"/"+name] = true
 		}
 	}
 	// A binding naming a policy the bundle lacks would do nothing in-cluster.
@@ -65,7 +67,7 @@ func (b *Set) validate() Errors {
 		report("MutatingAdmissionPolicyBinding", "binding", pb.Name,
 			append(validateMutatingBinding(pb), orphan(pb.Spec.PolicyName, b.MutatingPolicy(pb.Spec.PolicyName) != nil)...))
 	}
-	return errs
+	return invalid, errs
 }
 
 func validateName(name string, fld *field.Path) field.ErrorList {
