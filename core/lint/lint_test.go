@@ -2,9 +2,13 @@ package lint
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/admitfn/admitfn/core/policy"
 )
@@ -163,5 +167,43 @@ func TestAmplificationWarnings(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// typeCheck answers what upstream's TypeChecker.Check answers: for every
+// ValidatingAdmissionPolicy of the repository's bundles (clean, so checked
+// at once), and for policies with an issue in one expression of several
+// (checked by upstream, expression by expression).
+func TestTypeCheckIsUpstreams(t *testing.T) {
+	tc := typeChecker(restMapper(scheme.Scheme))
+	var policies []*admissionregistrationv1.ValidatingAdmissionPolicy
+	dirs, _ := filepath.Glob("../../policies/library/*/")
+	for _, dir := range append(dirs, "../../policies/examples") {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		b, err := policy.LoadFS(os.DirFS(dir), ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, b.Policies...)
+	}
+	if len(policies) < 7 {
+		t.Fatalf("%d policies: the bundles moved", len(policies))
+	}
+	withIssues := 0
+	for _, yaml := range []string{
+		head + "  validations:\n  - expression: 'object.spec.replicas > 1'\n  - expression: 'object.spec.nope == 1'\n    messageExpression: \"'replicas: ' + string(object.spec.replicas)\"\n",
+		head + "  validations:\n  - expression: 'object.spec.replicas > 1'\n    messageExpression: 'object.spec.replicas'\n  - expression: \"object.metadata.name == 1\"\n",
+		head + "  variables:\n  - {name: r, expression: 'object.spec.replicas'}\n  validations:\n  - expression: 'variables.r > 1'\n  - expression: \"variables.r.startsWith('x')\"\n",
+	} {
+		policies = append(policies, bundle(t, yaml).Policies...)
+		withIssues++
+	}
+	for i, p := range policies {
+		got, want := typeCheck(tc, p), tc.Check(p)
+		if !reflect.DeepEqual(got, want) || (i >= len(policies)-withIssues) != (len(want) > 0) {
+			t.Errorf("%s: typeCheck %v\nupstream %v", p.Name, got, want)
+		}
 	}
 }
