@@ -25,6 +25,16 @@ func Command(t testing.TB, limit int64, name string, args ...string) *exec.Cmd {
 	return exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, procs(t, limit), name}, args...)...)
 }
 
+// LimitedCommand is Command with a CPU limit too: the process may use cpu
+// CPUs' worth of time (0.25: a quarter of one), as CFS quota, as a
+// platform that gives a function a share of a CPU by its memory does. It
+// skips the test where no cpu cgroup can be made.
+func LimitedCommand(t testing.TB, limit int64, cpu float64, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	mem := procs(t, limit)
+	return exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && echo $$ > "$1" && shift && exec "$@"`, mem, cpuProcs(t, mem, cpu), name}, args...)...)
+}
+
 // Gate holds a process started by GatedCommand at the door: in its cgroup,
 // not yet running name.
 type Gate struct {
@@ -95,12 +105,19 @@ func create(t testing.TB) (dir, limitFile string) {
 	switch {
 	case exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
 		parent, limitFile = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
-	case v2Memory("/sys/fs/cgroup"):
+	case v2Controller("/sys/fs/cgroup", "memory"):
 		parent, limitFile = "/sys/fs/cgroup", "memory.max"
 	default:
 		t.Skip("no cgroup memory controller to create a cgroup in")
 	}
-	dir = filepath.Join(parent, fmt.Sprintf("admitfn-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	return mkdirCgroup(t, parent), limitFile
+}
+
+// mkdirCgroup makes a cgroup for this test under parent, removed when the
+// test ends.
+func mkdirCgroup(t testing.TB, parent string) string {
+	t.Helper()
+	dir := filepath.Join(parent, fmt.Sprintf("admitfn-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) {
 			t.Skipf("cannot create a cgroup (needs root and a writable cgroup file system): %v", err)
@@ -122,7 +139,34 @@ func create(t testing.TB) (dir, limitFile string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	return dir, limitFile
+	return dir
+}
+
+// cpuProcs limits a process to cpu CPUs' worth of time per 100 ms period
+// and returns the process list to join for it: a cgroup of cgroup v1's cpu
+// controller when mounted; else, on v2, where a process is in one cgroup,
+// the memory cgroup of memProcs itself, with cpu.max.
+func cpuProcs(t testing.TB, memProcs string, cpu float64) string {
+	t.Helper()
+	const period = 100000 // µs
+	quota := strconv.Itoa(int(cpu * period))
+	set := func(dir, file, v string) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
+			t.Fatalf("set the cgroup's CPU limit: %v", err)
+		}
+	}
+	switch {
+	case exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+		dir := mkdirCgroup(t, "/sys/fs/cgroup/cpu")
+		set(dir, "cpu.cfs_period_us", strconv.Itoa(period))
+		set(dir, "cpu.cfs_quota_us", quota)
+		return filepath.Join(dir, "cgroup.procs")
+	case exists(filepath.Join(filepath.Dir(memProcs), "cpu.max")):
+		set(filepath.Dir(memProcs), "cpu.max", quota+" "+strconv.Itoa(period))
+		return memProcs
+	}
+	t.Skip("no cgroup cpu controller to limit the process with")
+	return ""
 }
 
 func exists(path string) bool {
@@ -130,9 +174,9 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// v2Memory reports whether root is a cgroup v2 hierarchy whose children get
-// the memory controller.
-func v2Memory(root string) bool {
+// v2Controller reports whether root is a cgroup v2 hierarchy whose
+// children get the controller.
+func v2Controller(root, controller string) bool {
 	b, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
-	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " memory ")
+	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+controller+" ")
 }
