@@ -37,15 +37,15 @@ import (
 
 // applyOptions are admitfn apply's flags.
 type applyOptions struct {
-	policies          []string
-	files, oldFiles   []string
-	namespaceLabels   []string
-	namespace         string
-	user              string
-	groups            []string
-	output            string
-	audit, showPatch  bool
-	includeKubeSystem bool
+	policies         []string
+	files, oldFiles  []string
+	namespaceLabels  []string
+	namespace        string
+	user             string
+	groups           []string
+	output           string
+	audit, showPatch bool
+	sent             webhookNamespaces
 	// strict fails the run when a namespaceSelector was matched without
 	// the namespace's labels (unlabelledWarnings).
 	strict bool
@@ -105,6 +105,9 @@ docs/audit.md lists the RBAC it needs.`,
 				return err
 			}
 			co.namespaceSet = cmd.Flags().Changed("namespace")
+			if err := o.sent.check(); err != nil {
+				return err
+			}
 			if errs := validation.IsDNS1123Subdomain(co.deployment); len(errs) > 0 {
 				return usagef("--deployment %q: %s", co.deployment, errs[0])
 			}
@@ -133,7 +136,7 @@ docs/audit.md lists the RBAC it needs.`,
 	f.BoolVar(&o.audit, "audit", false, "exit 0 even when resources are denied")
 	f.BoolVar(&o.strict, "strict", false, "fail when a binding's namespaceSelector had to be matched without the labels of a namespace (no Namespace object in the input, no --namespace-labels)")
 	f.BoolVar(&o.showPatch, "show-patch", false, "print the JSON Patch the mutating policies make of each resource")
-	f.BoolVar(&o.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	o.sent.flags(f)
 	f.BoolVar(&co.enabled, "cluster", false, "review what a cluster holds instead of files: every object the bundle can match, as an UPDATE of itself (read-only)")
 	f.StringVar(&co.kubeconfig, "kubeconfig", "", "with --cluster: the kubeconfig (default: KUBECONFIG, then ~/.kube/config)")
 	f.StringArrayVar(&co.contexts, "context", nil, "with --cluster: the kubeconfig context (default: the current one); repeat it to audit several clusters in one run")
@@ -196,7 +199,7 @@ const (
 	decisionAllowed = "allowed"
 	decisionDenied  = "denied"
 	decisionError   = "error"   // the review itself failed: the webhook's failurePolicy decides
-	decisionSkipped = "skipped" // sent to no webhook (kube-system)
+	decisionSkipped = "skipped" // sent to no webhook (kube-system, --exclude-namespace)
 )
 
 func (c *cli) apply(o applyOptions, co clusterOptions) error {
@@ -320,7 +323,7 @@ func unlabelledWarnings(set *policy.Set, groups []*policy.Group, items []manifes
 		obj := m.obj.DeepCopy()
 		defaultNamespace(obj, o.namespace)
 		ns := obj.GetNamespace()
-		if _, ok := declared[ns]; ok || ns == "" || (ns == "kube-system" && !o.includeKubeSystem) {
+		if _, ok := declared[ns]; ok || ns == "" || o.sent.skips(ns) {
 			continue
 		}
 		gvk := obj.GroupVersionKind()
@@ -525,7 +528,7 @@ func reviewManifest(ctx context.Context, eng *engine.Engine, set *policy.Set, m 
 		tc.Operation, tc.OldObject = admissionv1.Update, old.Object
 	}
 	res := resourceResult{Resource: ref, Operation: string(tc.Operation), Decision: decisionAllowed}
-	if ref.Namespace == "kube-system" && !o.includeKubeSystem {
+	if o.sent.skips(ref.Namespace) {
 		res.Decision = decisionSkipped
 		return res
 	}

@@ -165,7 +165,7 @@ func writeApplyJUnit(w io.Writer, results []resourceResult) error {
 			jc.Error = &junitProblem{Message: r.Message, Type: "error", Text: r.Message}
 			s.Errors++
 		case decisionSkipped:
-			jc.Skipped = &junitSkipped{Message: "kube-system is not sent to the webhooks"}
+			jc.Skipped = &junitSkipped{Message: "namespace " + r.Resource.Namespace + " is not sent to the webhooks"}
 		}
 		s.Cases = append(s.Cases, jc)
 		s.Tests++

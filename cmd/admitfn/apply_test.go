@@ -347,3 +347,33 @@ spec: {policyName: `+name+`.example.com, validationActions: [Deny]}
 	}
 	return dir, bundle("platform", "!object.spec.containers.exists(c, c.image.endsWith(':latest'))", "no latest"), bundle("team", "has(object.metadata.labels)", "labels please")
 }
+
+// --exclude-namespace skips what render's webhooks would not send, in
+// apply and in test, as kube-system is; a name no namespace has is a usage
+// error.
+func TestExcludeNamespace(t *testing.T) {
+	_, platform, _ := twoBundles(t)
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: admitfn-system}\nspec: {containers: [{name: web, image: 'nginx:latest'}]}\n"
+	code, out, _ := applyAt(pod, "apply", "-p", platform, "-f", "-", "--exclude-namespace", "admitfn-system")
+	if want := "DECISION  RESOURCE                OPERATION  SOURCE\nSKIPPED   Pod admitfn-system/web  CREATE     <stdin>:1\n1 resource: 0 allowed, 0 denied, 0 errors, 1 skipped; results: 0 pass, 0 fail, 0 warn, 0 error\n"; code != 0 || out != want {
+		t.Errorf("excluded: exit %d\n%s\nwant\n%s", code, out, want)
+	}
+	if code, out, _ := applyAt(pod, "apply", "-p", platform, "-f", "-", "--exclude-namespace", "admitfn-system", "-o", "junit"); code != 0 || !strings.Contains(out, `<skipped message="namespace admitfn-system is not sent to the webhooks">`) {
+		t.Errorf("junit: exit %d\n%s", code, out)
+	}
+	if code, _, _ := applyAt(pod, "apply", "-p", platform, "-f", "-"); code != 1 {
+		t.Errorf("not excluded: exit %d, want the denial", code)
+	}
+	if code, _, errOut := applyAt(pod, "apply", "-p", platform, "-f", "-", "--exclude-namespace", "Admitfn"); code != 2 || !strings.HasPrefix(errOut, `admitfn apply: --exclude-namespace: namespace "Admitfn": a lowercase RFC 1123 label`) {
+		t.Errorf("a bad name: exit %d %q", code, errOut)
+	}
+
+	tests := filepath.Join(t.TempDir(), "x_test.yaml")
+	os.WriteFile(tests, []byte("policies: "+platform+"\ncases:\n- name: excluded\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: admitfn-system}, spec: {containers: [{name: a, image: 'nginx:latest'}]}}\n  expect: {allowed: true}\n"), 0o644)
+	if code, out, _ := applyAt("", "test", tests, "--exclude-namespace", "admitfn-system"); code != 0 || !strings.Contains(out, "ok   "+tests+": excluded\n") {
+		t.Errorf("test --exclude-namespace: exit %d\n%s", code, out)
+	}
+	if code, out, _ := applyAt("", "test", tests); code != 1 || !strings.Contains(out, "FAIL "+tests+": excluded\n") {
+		t.Errorf("test without it: exit %d\n%s", code, out)
+	}
+}

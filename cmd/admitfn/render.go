@@ -5,8 +5,10 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -20,7 +22,8 @@ func (c *cli) renderCmd() *cobra.Command {
 	var (
 		policies, url, caFile, name, output, clusterName string
 		timeout                                          int
-		includeKubeSystem, pushDown, quiet               bool
+		pushDown, quiet                                  bool
+		sent                                             webhookNamespaces
 	)
 	cmd := &cobra.Command{
 		Use:   "render -p BUNDLE --url https://HOST[:PORT][/prefix]",
@@ -49,7 +52,8 @@ renders no condition (docs/cluster.md, "Fewer calls").`,
 			if err := checkOutput(output, "yaml", "json"); err != nil {
 				return err
 			}
-			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout), IncludeKubeSystem: includeKubeSystem, PushDown: pushDown}, caFile, quiet)
+			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout),
+				IncludeKubeSystem: sent.includeKubeSystem, ExcludeNamespaces: sent.exclude, PushDown: pushDown}, caFile, quiet)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -59,11 +63,41 @@ renders no condition (docs/cluster.md, "Fewer calls").`,
 	f.StringVar(&name, "name", "admitfn", "name of the webhook configurations")
 	f.StringVar(&clusterName, "cluster", "", "the cluster these configurations are for, one of the function's ADMITFN_CLUSTERS: its URLs carry the name, and the function answers them from that cluster")
 	f.IntVar(&timeout, "timeout", render.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
-	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
+	f.BoolVar(&sent.includeKubeSystem, "include-kube-system", false, "also send kube-system requests to the function (excluded by default)")
+	f.StringArrayVar(&sent.exclude, "exclude-namespace", nil, "do not send this namespace's requests to the function either: its own, when it runs in the cluster it guards (repeatable)")
 	f.BoolVar(&pushDown, "push-down", true, "add matchConditions that skip calls no binding could act on")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not print the push-down report on standard error")
 	outputFlag(cmd, &output, "yaml", "json")
 	return cmd
+}
+
+// webhookNamespaces are the namespaces the rendered webhooks are not sent:
+// kube-system unless --include-kube-system, and each --exclude-namespace.
+// apply and test take the same flags and skip the same requests, so what
+// they decide is what the cluster sends the function.
+type webhookNamespaces struct {
+	includeKubeSystem bool
+	exclude           []string
+}
+
+// flags registers apply's and test's flags for the namespaces render
+// leaves out.
+func (w *webhookNamespaces) flags(f *pflag.FlagSet) {
+	f.BoolVar(&w.includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	f.StringArrayVar(&w.exclude, "exclude-namespace", nil, "send this namespace's requests to no webhook, as admitfn render --exclude-namespace configures them (repeatable)")
+}
+
+// check refuses an excluded namespace no namespace can be named.
+func (w webhookNamespaces) check() error {
+	if err := (render.Options{ExcludeNamespaces: w.exclude}).CheckNamespaces(); err != nil {
+		return usagef("--exclude-namespace: %v", err)
+	}
+	return nil
+}
+
+// skips reports whether a request in namespace ns reaches no webhook.
+func (w webhookNamespaces) skips(ns string) bool {
+	return ns != "" && slices.Contains(render.Options{IncludeKubeSystem: w.includeKubeSystem, ExcludeNamespaces: w.exclude}.Excluded(), ns)
 }
 
 func (c *cli) render(policies, output string, opts render.Options, caFile string, quiet bool) error {

@@ -116,7 +116,7 @@ func (c *cli) testCmd() *cobra.Command {
 	var (
 		output, runFilter string
 		files, policies   []string
-		includeKubeSystem bool
+		sent              webhookNamespaces
 	)
 	cmd := &cobra.Command{
 		Use:   "test [PATH...]",
@@ -150,11 +150,14 @@ describes the file format.`,
 			if len(paths) == 0 {
 				return usagef("name at least one test file or directory: admitfn test policies/")
 			}
+			if err := sent.check(); err != nil {
+				return err
+			}
 			filter, err := regexp.Compile(runFilter)
 			if err != nil {
 				return usagef("--run: %v", err)
 			}
-			return c.test(paths, policies, filter, output, includeKubeSystem)
+			return c.test(paths, policies, filter, output, sent)
 		},
 	}
 	f := cmd.Flags()
@@ -162,7 +165,7 @@ describes the file format.`,
 	cmd.MarkFlagFilename("filename", "yaml", "yml")
 	policiesArrayFlag(cmd, &policies, "run every test file against this bundle instead of the one it names: "+strings.TrimPrefix(policiesUsage, "policy bundle: "))
 	f.StringVar(&runFilter, "run", "", "run only the cases whose FILE/NAME matches this regular expression")
-	f.BoolVar(&includeKubeSystem, "include-kube-system", false, "send kube-system requests to the webhooks too, as admitfn render --include-kube-system configures them")
+	sent.flags(f)
 	outputFlag(cmd, &output, "text", "json", "junit")
 	return cmd
 }
@@ -173,7 +176,7 @@ type fileError struct {
 	Error string `json:"error"`
 }
 
-func (c *cli) test(paths []string, override []string, filter *regexp.Regexp, output string, includeKubeSystem bool) error {
+func (c *cli) test(paths []string, override []string, filter *regexp.Regexp, output string, sent webhookNamespaces) error {
 	var files []string
 	for _, p := range paths {
 		found, err := findTestFiles(p)
@@ -231,12 +234,12 @@ func (c *cli) test(paths []string, override []string, filter *regexp.Regexp, out
 				continue
 			}
 			start := time.Now()
-			res := caseResult{File: file, Name: tc.Name, Warnings: caseWarnings(eng, tf, tc)}
+			res := caseResult{File: file, Name: tc.Name, Warnings: caseWarnings(eng, tf, tc, sent)}
 			ctx := context.Background()
 			if tf.Cluster != nil {
 				ctx = cluster.NewContext(ctx, tf.Cluster.reader())
 			}
-			got, err := play(ctx, eng, tf, tc, includeKubeSystem)
+			got, err := play(ctx, eng, tf, tc, sent)
 			if ierr := inputError(tc); ierr != nil {
 				res.Failures = []string{ierr.Error()}
 			} else if err != nil {
@@ -495,15 +498,16 @@ func readTestFile(path string) (*testFile, error) {
 // play sends c to the bundle's webhooks as kube-apiserver would with the
 // configuration `admitfn render` prints: each webhook whose
 // namespaceSelector matches is called (none for kube-system, unless
-// included) (the function itself
+// included, nor an excluded namespace) (the function itself
 // applies every other criterion); mutating ones first, in order, those
 // with reinvocationPolicy IfNeeded once more if a later one changed the
 // object; then the validating ones on the final object.
-func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, includeKubeSystem bool) (*outcome, error) {
+func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, sent webhookNamespaces) (*outcome, error) {
 	obj := c.Object
 	out := &outcome{Allowed: true}
-	if namespaceOf(c) == "kube-system" && !includeKubeSystem {
-		// The rendered webhooks exclude kube-system by default.
+	if sent.skips(namespaceOf(c)) {
+		// The rendered webhooks exclude kube-system by default, and the
+		// namespaces excluded with --exclude-namespace.
 		if c.Operation != admissionv1.Delete {
 			out.Object = obj
 		}
@@ -629,9 +633,9 @@ func inputError(c *testCase) error {
 // caseWarnings notes what makes a case test something other than its
 // author meant: a namespace the file does not declare, which some webhook
 // then skips for want of a label.
-func caseWarnings(eng *engine.Engine, tf *testFile, c *testCase) []string {
+func caseWarnings(eng *engine.Engine, tf *testFile, c *testCase, sent webhookNamespaces) []string {
 	ns := namespaceOf(c)
-	if ns == "" || ns == "kube-system" { // kube-system is sent to no webhook by default
+	if ns == "" || sent.skips(ns) { // sent to no webhook
 		return nil
 	}
 	if _, ok := tf.Namespaces[ns]; ok {

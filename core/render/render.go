@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/policy"
@@ -40,6 +42,10 @@ type Options struct {
 	// an outage of the function must never be able to block the control
 	// plane's own namespace.
 	IncludeKubeSystem bool
+	// ExcludeNamespaces are namespaces the webhooks do not see either:
+	// the function's own, when it runs in the cluster it guards, so that an
+	// outage cannot keep its pods from being created again.
+	ExcludeNamespaces []string
 	// PushDown adds to each webhook a matchCondition that skips the call
 	// when no binding of its group could act (pushdown.go); it needs
 	// Policies, the bundle the groups are of.
@@ -47,9 +53,35 @@ type Options struct {
 	Policies *policy.Set
 }
 
+// Excluded are the namespaces the webhooks are not sent, sorted:
+// kube-system unless included, and ExcludeNamespaces.
+func (o Options) Excluded() []string {
+	out := slices.Clone(o.ExcludeNamespaces)
+	if !o.IncludeKubeSystem {
+		out = append(out, "kube-system")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CheckNamespaces refuses a namespace to exclude that no namespace can be
+// named.
+func (o Options) CheckNamespaces() error {
+	for _, ns := range o.ExcludeNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("namespace %q: %s", ns, errs[0])
+		}
+	}
+	return nil
+}
+
 // Check reports what kube-apiserver or render would refuse in o: its URL,
-// its cluster name, its timeout.
+// its cluster name, its timeout, a namespace to exclude that no namespace
+// can be named.
 func (o Options) Check() error {
+	if err := o.CheckNamespaces(); err != nil {
+		return err
+	}
 	if _, err := baseURL(o.URL); err != nil {
 		return err
 	}
@@ -109,9 +141,9 @@ func webhooks(groups []*policy.Group, t policy.Type, opts Options) (metav1.Objec
 		}
 		webhookURL := base + g.Path()
 		nsSel := g.NamespaceSelector
-		if !opts.IncludeKubeSystem {
+		if excluded := opts.Excluded(); len(excluded) > 0 {
 			nsSel = policy.MergeSelectors(nsSel, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"},
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: excluded,
 			}}})
 		}
 		hook := strings.TrimPrefix(g.Path(), "/") // "validate", "mutate/<id>"

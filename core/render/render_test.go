@@ -59,6 +59,30 @@ func TestValidating(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Webhooks[0].NamespaceSelector, &metav1.LabelSelector{}) || *cfg.Webhooks[0].TimeoutSeconds != 5 || cfg.Name != "policies" || *cfg.Webhooks[0].ClientConfig.URL != "https://10.0.0.1:8443/validate" {
 		t.Errorf("with kube-system: %+v", cfg.Webhooks[0])
 	}
+	// Excluded namespaces join kube-system, sorted, or stand alone when
+	// kube-system is included; a name no namespace can have is refused.
+	for _, tc := range []struct {
+		include bool
+		exclude []string
+		want    []string
+	}{
+		{false, []string{"admitfn-system", "a"}, []string{"a", "admitfn-system", "kube-system"}},
+		{false, []string{"kube-system"}, []string{"kube-system"}},
+		{true, []string{"admitfn-system"}, []string{"admitfn-system"}},
+	} {
+		opts := Options{URL: "https://fn.example.com", IncludeKubeSystem: tc.include, ExcludeNamespaces: tc.exclude}
+		cfg, err := Validating(groups(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: tc.want}}}
+		if got := cfg.Webhooks[0].NamespaceSelector; !reflect.DeepEqual(got, want) || opts.Check() != nil {
+			t.Errorf("include %v, exclude %v: %+v, want %+v (check: %v)", tc.include, tc.exclude, got, want, opts.Check())
+		}
+	}
+	if err := (Options{URL: "https://fn.example.com", ExcludeNamespaces: []string{"Bad_NS"}}).Check(); err == nil || !strings.HasPrefix(err.Error(), `namespace "Bad_NS": a lowercase RFC 1123 label`) {
+		t.Errorf("a bad namespace: %v", err)
+	}
 	// Another name gives the webhooks names of their own.
 	var names []string
 	for _, w := range cfg.Webhooks {

@@ -198,7 +198,7 @@ func TestDocCommandsCatchMistakes(t *testing.T) {
 // docs/install.md.
 var external = map[string]bool{
 	"aws": true, "gcloud": true, "helm": true, "kustomize": true, "kubectl": true,
-	"sha256sum": true, "openssl": true, "printf": true, "tar": true, "skopeo": true, "sudo": true,
+	"sha256sum": true, "openssl": true, "base64": true, "printf": true, "tar": true, "skopeo": true, "sudo": true,
 	"install": true, "mkdir": true, "cp": true, "zip": true, "cat": true, "mktemp": true,
 	"benchstat": true, "sleep": true, "tail": true,
 	// The emulators of docs/bundles.md, which TestLocalStoresDoc runs.
