@@ -35,20 +35,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	write(certFile, certA)
 	write(keyFile, keyA)
 	addr, logs := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--tls-cert", certFile, "--tls-key", keyFile}, nil)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	served := func() []byte {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost"})
-		if err != nil {
-			t.Fatalf("handshake: %v", err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].Raw
-	}
-	der := func(certPEM []byte) []byte {
-		b, _ := pem.Decode(certPEM)
-		return b.Bytes
-	}
+	served := func() []byte { return servedCertificate(t, addr, ca) }
 	if !bytes.Equal(served(), der(certA)) {
 		t.Fatal("the first certificate is not the one served")
 	}
@@ -108,20 +95,7 @@ func TestTLSCertificateKubeletSwap(t *testing.T) {
 		}
 	}
 	addr, _ := start(t, []string{"--addr", "127.0.0.1:0", "--policies", examples, "--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key")}, nil)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	served := func() []byte {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost"})
-		if err != nil {
-			t.Fatalf("handshake: %v", err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].Raw
-	}
-	der := func(certPEM []byte) []byte {
-		b, _ := pem.Decode(certPEM)
-		return b.Bytes
-	}
+	served := func() []byte { return servedCertificate(t, addr, ca) }
 	if !bytes.Equal(served(), der(certA)) {
 		t.Fatal("the first certificate is not the one served")
 	}
@@ -132,4 +106,24 @@ func TestTLSCertificateKubeletSwap(t *testing.T) {
 			t.Fatal("the swapped certificate is never served")
 		}
 	}
+}
+
+// servedCertificate is the DER of the certificate the server at addr
+// presents, which ca must have signed.
+func servedCertificate(t *testing.T, addr string, ca *x509.Certificate) []byte {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Raw
+}
+
+// der is the DER of a PEM certificate.
+func der(certPEM []byte) []byte {
+	b, _ := pem.Decode(certPEM)
+	return b.Bytes
 }

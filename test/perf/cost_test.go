@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/admitfn/admitfn/test/cgrouptest"
 	"github.com/admitfn/admitfn/test/perf"
 	"github.com/admitfn/admitfn/test/soak"
+	"github.com/admitfn/admitfn/test/syncbuf"
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
@@ -118,16 +120,7 @@ func startLambda(b *testing.B, cases []soak.Case, policies string, mb int) func(
 		"ADMITFN_POLICIES=" + policies,
 		"TZ=:UTC",
 	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	logs := startKilled(b, cmd)
 	ctx := context.Background()
 	return func(i int) {
 		res, err := api.Invoke(ctx, payloads[i%len(payloads)], 10*time.Second)
@@ -149,16 +142,7 @@ func startGCF(b *testing.B, cases []soak.Case, policies string, tier perf.GCFTie
 	if tier.VCPU < 1 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
 	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	logs := startKilled(b, cmd)
 	client := &http.Client{Timeout: 10 * time.Second}
 	url := "http://" + addr
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -171,16 +155,34 @@ func startGCF(b *testing.B, cases []soak.Case, policies string, tier perf.GCFTie
 			b.Fatalf("no answer after 60s: %v\n%s", err, logs.String())
 		}
 	}
-	return func(i int) {
-		c := cases[i%len(cases)]
-		resp, err := client.Post(url+c.Route, "application/json", bytes.NewReader(c.Body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
-		}
+	return func(i int) { postCase(b, client, url, cases[i%len(cases)]) }
+}
+
+// startKilled starts cmd, its output in the returned buffer, and kills it
+// when the benchmark ends (or its parent dies).
+func startKilled(b *testing.B, cmd *exec.Cmd) *syncbuf.Buffer {
+	logs := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return logs
+}
+
+// postCase sends c to the Cloud Function at url and wants it answered.
+func postCase(b *testing.B, client *http.Client, url string, c soak.Case) {
+	resp, err := client.Post(url+c.Route, "application/json", bytes.NewReader(c.Body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
 	}
 }

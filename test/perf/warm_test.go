@@ -1,9 +1,7 @@
 package perf_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -43,18 +41,7 @@ func BenchmarkGCFWarmRequests(b *testing.B) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	process := func(name string, env ...string) warmbench.Process {
 		cmd, url := launchGCF(b, client, bin, policies, env...)
-		return warmbench.Process{Name: name, Pid: cmd.Process.Pid, Send: func(i int) {
-			c := cases[i%len(cases)]
-			resp, err := client.Post(url+c.Route, "application/json", bytes.NewReader(c.Body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
-			}
-		}}
+		return warmbench.Process{Name: name, Pid: cmd.Process.Pid, Send: func(i int) { postCase(b, client, url, cases[i%len(cases)]) }}
 	}
 	admitfn := process("admitfn", "GOMAXPROCS=1")
 	defaults := process("defaults", "GOGC=100", fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
