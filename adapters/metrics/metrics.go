@@ -31,6 +31,14 @@ const (
 	// (none matched, or every match condition left the request out):
 	// calls kube-apiserver made for nothing.
 	IdleReviewsTotal = "admitfn_idle_reviews_total"
+	// CELFallbackProgramsTotal counts, by fast path, the CEL programs
+	// planned without it because it could not be planned (a cel-go that
+	// changed what it reads): evaluation is cel-go's own, the same
+	// decisions, slower. Zero on a build whose fast paths all work.
+	CELFallbackProgramsTotal = "admitfn_cel_fallback_programs_total"
+	// CELFastPathInUse is 1 for each fast path in use, 0 for one that
+	// fell back.
+	CELFastPathInUse = "admitfn_cel_fast_path_in_use"
 )
 
 // Decisions of a review.

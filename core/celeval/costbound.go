@@ -134,26 +134,29 @@ func (p *boundedProgram) checked() (checked, priced *cel.Ast, err error) {
 }
 
 func (p *boundedProgram) prepare() {
-	p.once.Do(func() { p.untracked = p.planWith(untrackedOption) })
+	p.once.Do(func() { p.untracked = p.planWith(PathUntracked, untrackedOption) })
 }
 
 // planWith plans p's expression again with the option opt gives, given
 // last; nil when it cannot (the expression then keeps cel-go's tracking).
-func (p *boundedProgram) planWith(opt func() (cel.ProgramOption, error)) (prog cel.Program) {
+func (p *boundedProgram) planWith(path string, opt func() (cel.ProgramOption, error)) (prog cel.Program) {
 	defer func() {
-		if recover() != nil {
+		if r := recover(); r != nil {
+			fellBack(path, recovered(r))
 			prog = nil
 		}
 	}()
 	o, err := opt()
 	if err != nil {
+		fellBack(path, err)
 		return nil
 	}
 	ast, issues := p.env.Compile(p.expr)
 	if issues != nil && issues.Err() != nil {
-		return nil
+		return nil // compiled once already: cannot happen, and is no fallback of the path's
 	}
 	if prog, err = p.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), o); err != nil {
+		fellBack(path, err)
 		return nil
 	}
 	return planned(prog)

@@ -3,6 +3,7 @@ package celeval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -353,7 +354,7 @@ func stepInfo(step any) (*watchInfo, error) {
 	case "evalTestOnly":
 		w.testOnly = true
 	case "evalExhaustiveOr", "evalExhaustiveAnd", "evalExhaustiveConditional":
-		return nil, errors.New("exhaustive evaluation is not tracked linearly")
+		return nil, fmt.Errorf("exhaustive evaluation is not tracked linearly: %w", errNotPlanned)
 	}
 	if a, ok := step.(interpreter.InterpretableAttribute); ok && celType(a.Attr()) == "conditionalAttribute" {
 		t := reflect.TypeOf(a.Attr()).Elem()
@@ -637,10 +638,10 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 
 		opts := (*cel.EvalOption)(at("evalOpts"))
 		if *opts&cel.OptTrackCost == 0 {
-			return fail(errors.New("the program tracks no cost"))
+			return fail(fmt.Errorf("the program tracks no cost: %w", errNotPlanned))
 		}
 		if *opts&(cel.OptExhaustiveEval|cel.OptTrackState|cel.OptPartialEval) != 0 {
-			return fail(errors.New("exhaustive, state-tracking and partial evaluation are not tracked linearly"))
+			return fail(fmt.Errorf("exhaustive, state-tracking and partial evaluation are not tracked linearly: %w", errNotPlanned))
 		}
 		ct, err := interpreter.NewCostTracker(nil, *(*[]interpreter.CostTrackerOption)(at("costOptions"))...)
 		if err != nil {
@@ -689,7 +690,7 @@ const DefaultLinearTrackingFrom = 1024
 // linearProgram is p planned with linear cost tracking, planned on first
 // use; nil when it cannot be.
 func (p *boundedProgram) linearProgram() cel.Program {
-	p.linearOnce.Do(func() { p.linear = p.planWith(linearOption) })
+	p.linearOnce.Do(func() { p.linear = p.planWith(PathLinear, linearOption) })
 	return p.linear
 }
 

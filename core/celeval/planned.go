@@ -1,6 +1,7 @@
 package celeval
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"unsafe"
@@ -16,12 +17,17 @@ import (
 // overloads they call; the two fields are read nowhere after
 // (cel/program.go). The maps were the largest part of what a bundle's
 // compiled policies keep (docs/performance.md). The fields are found by
-// name and type; when cel-go changes them nothing is
-// dropped (TestPlannedProgramsDropDispatcher fails first).
+// name and type; when cel-go changes them nothing is dropped, and that is
+// a fallback (fallback.go; TestPlannedProgramsDropDispatcher fails first).
 func planned(p cel.Program) cel.Program {
 	offsets, ok := plannerFields()
+	if !ok {
+		fellBack(PathPlanned, errNoPlannerFields)
+		return p
+	}
 	v := reflect.ValueOf(p)
-	if !ok || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem() != progType {
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem() != progType {
+		fellBack(PathPlanned, fmt.Errorf("cel-go's program is a %T, not the program type its options take", p))
 		return p
 	}
 	base := v.UnsafePointer()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/admitfn/admitfn/adapters/metrics"
+	"github.com/admitfn/admitfn/core/celeval"
 )
 
 // Recorder collects review metrics for Prometheus.
@@ -51,6 +52,33 @@ func New(bundle metrics.BundleStatus) *Recorder {
 	}
 	r.registry.MustRegister(r.reviews, r.duration, r.rejected, r.stale, r.clusters, r.readErrs, r.idle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, path := range []string{celeval.PathUntracked, celeval.PathLinear, celeval.PathPlanned} {
+		fallback := func() (celeval.Fallback, bool) {
+			for _, f := range celeval.Fallbacks() {
+				if f.Path == path {
+					return f, true
+				}
+			}
+			return celeval.Fallback{}, false
+		}
+		labels := prometheus.Labels{"path": path}
+		r.registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.CELFastPathInUse, ConstLabels: labels,
+				Help: "1 for each CEL fast path in use, 0 for one that could not be planned on this cel-go (evaluation then is cel-go's own: the same decisions, slower)."},
+				func() float64 {
+					if _, fell := fallback(); fell {
+						return 0
+					}
+					return 1
+				}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.CELFallbackProgramsTotal, ConstLabels: labels,
+				Help: "CEL programs planned without a fast path that could not be planned."},
+				func() float64 {
+					f, _ := fallback()
+					return float64(f.Programs)
+				}),
+		)
+	}
 	if bundle != nil {
 		r.registry.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.BundleAgeSeconds,

@@ -41,6 +41,11 @@ func TestScrape(t *testing.T) {
 		"admitfn_bundle_age_seconds 42",
 		"admitfn_bundle_load_errors_total 2",
 		"admitfn_bundle_refused_total 1",
+		// Every CEL fast path is in use on the cel-go admitfn builds with.
+		`admitfn_cel_fast_path_in_use{path="linear"} 1`,
+		`admitfn_cel_fast_path_in_use{path="planned"} 1`,
+		`admitfn_cel_fast_path_in_use{path="untracked"} 1`,
+		`admitfn_cel_fallback_programs_total{path="linear"} 0`,
 		"process_resident_memory_bytes ",
 		"go_goroutines ",
 	} {

@@ -614,6 +614,9 @@ func (r *Reloader) Ready() (bool, string) {
 	if c := r.cur.Load(); c != nil {
 		b.WriteString(routesDetail(c, r.cfg.Now()))
 	}
+	for _, f := range celeval.Fallbacks() {
+		fmt.Fprintf(&b, "\nCEL fast path %s not in use (%s): evaluation is cel-go's own, the same decisions, slower; %d programs so far", f.Path, f.Reason, f.Programs)
+	}
 	return s.Ready, b.String()
 }
 

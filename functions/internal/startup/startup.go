@@ -196,6 +196,12 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	// A fast path of CEL evaluation that this cel-go breaks is said once,
+	// here or when a program first needs it, not left to run slower.
+	celeval.OnFallback(func(f celeval.Fallback) {
+		log.Warn().Str("path", f.Path).Str("reason", f.Reason).Msg("CEL fast path not in use: evaluation is cel-go's own, the same decisions, slower (docs/configuration.md)")
+	})
+	celeval.CheckFastPaths()
 	compiler := c.Compiler()
 	// Until the first bundle is compiled little else runs, and compiling
 	// allocates several times what it keeps: collecting as often as usual
