@@ -1,4 +1,4 @@
-// Package http is the net/http transport every platform adapter reuses:
+// Package httpadapter is the net/http transport every platform adapter reuses:
 // routing, method and content-type checks, the body cap, the apiserver's
 // ?timeout= deadline, panic recovery and one log line per review.
 package httpadapter

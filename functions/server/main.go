@@ -30,6 +30,7 @@ import (
 	"github.com/admitfn/admitfn/functions/cluster"
 	"github.com/admitfn/admitfn/functions/cluster/eksauth"
 	"github.com/admitfn/admitfn/functions/cluster/gkeauth"
+	"github.com/admitfn/admitfn/functions/internal/envvar"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
@@ -119,7 +120,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.maxConnections, "max-connections", envInt(getenv, "ADMITFN_MAX_CONNECTIONS", DefaultMaxConnections), "open connections at most, and no more than the file-descriptor limit leaves (an eighth of it, at least 32, is kept for the rest); at the cap a new one closes the longest idle (ADMITFN_MAX_CONNECTIONS)")
 	fs.StringVar(&c.clusters, "clusters", env("ADMITFN_CLUSTERS", ""), "clusters served, each on /clusters/<name>/validate…: names, comma-separated, or the path of a YAML file (or a YAML or JSON document) that also says how to read each one; see docs/cluster.md (ADMITFN_CLUSTERS)")
 	fs.StringVar(&c.logLevel, "log-level", env("ADMITFN_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ADMITFN_LOG_LEVEL)")
-	exactCost, exactCostErr := startup.ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
+	exactCost, exactCostErr := envvar.Bool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST"))
 	fs.BoolVar(&c.bundle.ExactCost, "exact-cost", exactCost, "track the cost of every CEL evaluation with cel-go's tracker, as kube-apiserver does, instead of only where a bound cannot prove the limits safe (ADMITFN_EXACT_COST)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := singleDashLongFlag(fs, args); err != nil {

@@ -9,23 +9,16 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
+
+	"github.com/admitfn/admitfn/functions/internal/envvar"
 )
 
 // S3PathStyle reads ADMITFN_S3_PATH_STYLE, for S3-compatible servers that
 // need path-style requests. It is here, not in s3store, so that every entry
 // point reads the setting alike without linking the S3 SDK.
 func S3PathStyle(getenv func(string) string) (bool, error) {
-	v := getenv("ADMITFN_S3_PATH_STYLE")
-	if v == "" {
-		return false, nil
-	}
-	on, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("ADMITFN_S3_PATH_STYLE=%q: want true or false", v)
-	}
-	return on, nil
+	return envvar.Bool("ADMITFN_S3_PATH_STYLE", getenv("ADMITFN_S3_PATH_STYLE"))
 }
 
 // Errors a Bucket returns, matched with errors.Is.

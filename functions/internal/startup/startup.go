@@ -31,6 +31,7 @@ import (
 	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/cluster"
+	"github.com/admitfn/admitfn/functions/internal/envvar"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
 
@@ -89,7 +90,7 @@ func ConfigFromEnv(getenv func(string) string, policies string) (Config, error) 
 	if c.S3PathStyle, err = store.S3PathStyle(getenv); err != nil {
 		return c, err
 	}
-	if c.ExactCost, err = ParseBool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST")); err != nil {
+	if c.ExactCost, err = envvar.Bool("ADMITFN_EXACT_COST", getenv("ADMITFN_EXACT_COST")); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -128,17 +129,6 @@ func (c Config) keys() ([]ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: ADMITFN_BUNDLE_PUBLIC_KEY is set but holds no key: set it to the public keys bundles must be signed with, or unset it to load unsigned bundles", ErrConfig)
 	}
 	return keys, nil
-}
-
-// ParseBool reads a true/false variable; "" is false.
-func ParseBool(name, v string) (bool, error) {
-	switch v {
-	case "", "false":
-		return false, nil
-	case "true":
-		return true, nil
-	}
-	return false, fmt.Errorf("%s=%q: want true or false", name, v)
 }
 
 // Compiler is the compiler c asks for.
