@@ -3,6 +3,24 @@
 // compilers (k8s.io/apiserver/pkg/admission/plugin/cel), with the values a
 // review's expressions read (request, objects, namespace, params,
 // variables) built once per review and shared by every policy.
+//
+// # cel-go's private names
+//
+// Three fast paths plan programs beside cel-go's own by reading cel-go's
+// unexported names (fallback.go names them): untracked (untracked.go:
+// prog.evalOpts and prog.costLimit, cleared where a bound proves the limits
+// safe), planned (planned.go: prog.dispatcher and prog.interpreter, dropped
+// once planned: most of the memory a compiled bundle keeps) and linear
+// (lineartrack.go: those two and prog.interruptCheckFrequency,
+// plannerOptions, regexOptimizations, callCostEstimator and costOptions;
+// CostTracker.presenceTestHasCost and overloadTrackers; the step types
+// evalOr, evalAnd (terms), evalFold (iterRange), evalTestOnly and
+// conditionalAttribute (falsy, truthy, expr), classified as cel-go's
+// cost observer does). What each buys is in docs/performance.md (P6, P8,
+// L1). TestCelGoPrivateNames holds every one and says what to do when an
+// upgrade changes one; a path that cannot be planned falls back to
+// cel-go's evaluation, with the same decisions, and says so (fallback.go).
+// make upgrade-rehearsal tries the next cel-go and Kubernetes in a copy.
 package celeval
 
 import (
