@@ -10,6 +10,10 @@
 # the repository as it was. `make upgrade-rehearsal`; not part of make test.
 set -uo pipefail
 GO=${GO:-go}
+# The next Kubernetes may need a newer Go than this machine's: the module
+# proxy serves Go toolchains too, and the go command fetches the one the
+# upgraded go.mod asks for.
+export GOTOOLCHAIN=auto
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,13 +25,14 @@ cel_now=$($GO list -m -f '{{.Version}}' github.com/google/cel-go)
 newest() { $GO list -m -versions "$1" | tr ' ' '\n' | tail -1; }
 k8s_next=$(newest k8s.io/apiserver)
 cel_next=$($GO list -m -versions github.com/google/cel-go | tr ' ' '\n' | grep -v -- '-' | tail -1)
-echo "== cel-go $cel_now -> $cel_next, k8s.io modules $k8s_now -> $k8s_next"
+echo "== cel-go $cel_now -> $cel_next, k8s.io modules $k8s_now -> $k8s_next ($($GO version))"
 
 mods=$(awk -v v="$k8s_now" '$1 ~ /^k8s\.io\// && $2 == v {print $1 "@'"$k8s_next"'"}' go.mod | sort -u)
 if ! $GO get "github.com/google/cel-go@$cel_next" $mods >get.log 2>&1; then
 	echo "== go get failed"; tail -20 get.log; exit 1
 fi
 $GO mod tidy >tidy.log 2>&1 || { echo "== go mod tidy failed"; tail -20 tidy.log; exit 1; }
+echo "== $(grep -E '^(go|toolchain) ' go.mod | tr '\n' ' ')-> $($GO version)"
 
 status=0
 echo "== go build ./..."
