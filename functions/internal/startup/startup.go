@@ -11,11 +11,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -24,7 +21,6 @@ import (
 	"github.com/admitfn/admitfn/core/celeval"
 	corecluster "github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
-	"github.com/admitfn/admitfn/core/mutate"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/version"
 	"github.com/admitfn/admitfn/functions/bundle"
@@ -34,12 +30,6 @@ import (
 	"github.com/admitfn/admitfn/functions/internal/envvar"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 )
-
-// compileIdle is how long the background compile of a bundle that compiles
-// on use waits for a first review before it starts anyway: long enough for
-// kube-apiserver's first call to a fresh instance to arrive, short enough
-// that later reviews rarely find a policy still to compile.
-const compileIdle = time.Second
 
 // Config is where the bundle comes from and how it is checked.
 type Config struct {
@@ -195,22 +185,10 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 	compiler := c.Compiler()
 	// Until the first bundle is compiled little else runs, and compiling
 	// allocates several times what it keeps: collecting as often as usual
-	// then is a third of a cold start. Collect rarely until then; OnLoad's
-	// FreeOSMemory collects once, in full. A bundle compiled on use is
-	// compiled when the background compile ends, which then restores the
-	// pace: the first reviews compile their policies meanwhile.
-	gc := c.MemoryLimit.CollectRarely()
-	var compiling atomic.Bool
-	defer func() {
-		if !compiling.Load() {
-			gc.Loaded()
-		}
-	}()
-	settle := sync.OnceFunc(func() {
-		if c.Settled != nil {
-			c.Settled()
-		}
-	})
+	// then is a third of a cold start. Collect rarely until then; the first
+	// load gives the garbage back and restores the pace (reload.AfterLoad).
+	after := &reload.AfterLoad{Pace: c.MemoryLimit.CollectRarely(), Log: log, Settled: c.Settled}
+	defer after.Started()
 	cfg := reload.Config{
 		Fetcher:          &bundle.Fetcher{Bucket: bucket, Keys: keys},
 		Compiler:         compiler,
@@ -220,46 +198,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		WarnUnmanifested: loc.Remote(),
 		OnLoad: func(e *engine.Engine) {
 			logGroups(e, log)
-			// Compiling allocates several times what the engine keeps; give
-			// that back now rather than when the scavenger gets to it, so
-			// the function's resident memory is what serving needs (it is
-			// what a memory-sized Lambda or Cloud Function is judged by).
-			// An engine that compiles on use has not compiled yet: that
-			// waits for the background compile, off the first review's path.
-			onUse := e.Uncompiled() > 0
-			if !onUse {
-				debug.FreeOSMemory()
-				gc.Fit(log)
-			}
-			schema := !mutate.SchemaParsed() && slices.ContainsFunc(e.Policies().MutatingPolicies, mutate.NeedsSchema)
-			if !onUse && !schema {
-				settle()
-				return
-			}
-			// What the engine left to do goes on in the background: the
-			// policies a pushed bundle compiles on use, once the first
-			// review is answered (or a second passed without one), so that
-			// review has the CPUs, and the parse of client-go's schema. Its
-			// garbage goes back when it is done, and what it keeps is live.
-			compiling.Store(onUse)
-			go func() {
-				if onUse {
-					select {
-					case <-e.Reviewed():
-					case <-time.After(compileIdle):
-					}
-					if err := e.CompileAll(); err != nil {
-						log.Error().Err(err).Str("bundle", e.BundleID()).Msg("policies that do not compile fail by their failurePolicy")
-					}
-					gc.Loaded()
-				}
-				if schema {
-					mutate.Warm()
-				}
-				debug.FreeOSMemory()
-				gc.Fit(log)
-				settle()
-			}()
+			after.OnLoad(e)
 		},
 	}
 	if c.Fallback != "" {
@@ -282,7 +221,7 @@ func Start(ctx context.Context, c Config, log zerolog.Logger) (*reload.Reloader,
 		}
 		log.Warn().Str("policies", loc.String()).Bool("fallback", cfg.Fallback != nil).
 			Msg("starting without a bundle from the policy store: reviews fail (the webhook's failurePolicy decides), or the fallback serves, until a load succeeds")
-		settle()
+		after.Settle()
 	}
 	return r, nil
 }
