@@ -7,20 +7,18 @@
 // # cel-go's private names
 //
 // Three fast paths plan programs beside cel-go's own by reading cel-go's
-// unexported names (fallback.go names them): untracked (untracked.go:
-// prog.evalOpts and prog.costLimit, cleared where a bound proves the limits
-// safe), planned (planned.go: prog.dispatcher and prog.interpreter, dropped
-// once planned: most of the memory a compiled bundle keeps) and linear
-// (lineartrack.go: those two and prog.interruptCheckFrequency,
-// plannerOptions, regexOptimizations, callCostEstimator and costOptions;
-// CostTracker.presenceTestHasCost and overloadTrackers; the step types
-// evalOr, evalAnd (terms), evalFold (iterRange), evalTestOnly and
-// conditionalAttribute (falsy, truthy, expr), classified as cel-go's
-// cost observer does). What each buys is in docs/performance.md (P6, P8,
-// L1). TestCelGoPrivateNames holds every one and says what to do when an
-// upgrade changes one; a path that cannot be planned falls back to
-// cel-go's evaluation, with the same decisions, and says so (fallback.go).
-// make upgrade-rehearsal tries the next cel-go and Kubernetes in a copy.
+// unexported names, all of them through internal/celgo, whose Names lists
+// each with why: untracked (untracked.go: the program's evalOpts and
+// costLimit, cleared where a bound proves the limits safe), planned
+// (planned.go: its dispatcher and interpreter, dropped once planned: most
+// of the memory a compiled bundle keeps) and linear (lineartrack.go: five
+// more program fields, two of the cost tracker's, and the step types
+// cel-go's cost observer tells apart). What each buys is measured in
+// docs/performance.md (P6, P8, L1). TestCelGoPrivateNames and celgo's
+// TestNames hold every one and say what to do when an upgrade changes one;
+// a path that cannot be planned falls back to cel-go's evaluation, with
+// the same decisions, and says so (fallback.go). make upgrade-rehearsal
+// tries the next cel-go and Kubernetes in a copy.
 package celeval
 
 import (

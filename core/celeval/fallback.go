@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/celgo"
 )
 
 // The fast paths: program plans admitfn makes beside cel-go's own by
@@ -68,8 +70,6 @@ func record(path string, err error, programs uint64) {
 	}
 }
 
-var errNoPlannerFields = errors.New("cel-go's program has no dispatcher and interpreter fields of the types planned reads")
-
 // recovered is the error of a panic recovered while planning.
 func recovered(r any) error { return fmt.Errorf("panic while planning: %v", r) }
 
@@ -117,8 +117,8 @@ func CheckFastPaths() []Fallback {
 	if _, err := linearOption(); err != nil {
 		record(PathLinear, err, 0)
 	}
-	if _, ok := plannerFields(); !ok {
-		record(PathPlanned, errNoPlannerFields, 0)
+	if err := celgo.CheckProgram(); err != nil {
+		record(PathPlanned, err, 0)
 	}
 	return Fallbacks()
 }

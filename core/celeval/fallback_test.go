@@ -47,7 +47,9 @@ func TestFallbacksAreReported(t *testing.T) {
 		var told []Fallback
 		OnFallback(func(f Fallback) { told = append(told, f) })
 		p := compileBounded(t, "object.spec.replicas > 1")
-		broken := func() (cel.ProgramOption, error) { return nil, errors.New("cel-go's program has no evalOpts field of type cel.EvalOption") }
+		broken := func() (cel.ProgramOption, error) {
+			return nil, errors.New("cel-go's program has no evalOpts field of type cel.EvalOption")
+		}
 		if p.planWith(PathLinear, broken) != nil || p.planWith(PathLinear, broken) != nil {
 			t.Fatal("a path that cannot be planned gave a program")
 		}

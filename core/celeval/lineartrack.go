@@ -2,13 +2,10 @@ package celeval
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common"
@@ -17,6 +14,8 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/celgo"
 )
 
 // Linear cost tracking. cel-go's runtime cost tracker keeps a stack of the
@@ -289,44 +288,9 @@ func (w *watchInfo) conditional(a interpreter.InterpretableAttribute) *[3]int64 
 	if !w.conditionalAttr {
 		return nil
 	}
-	w.condOnce.Do(func() {
-		e := reflect.ValueOf(a.Attr()).Elem()
-		w.cond = [3]int64{
-			field[interpreter.Attribute](e, "falsy").ID(),
-			field[interpreter.Attribute](e, "truthy").ID(),
-			field[interpreter.InterpretableV2](e, "expr").ID(),
-		}
-	})
+	w.condOnce.Do(func() { w.cond = celgo.ConditionalIDs(a.Attr()) })
 	return &w.cond
 }
-
-// field reads struct field name of v, unexported or not (stepInfo has
-// checked it exists with that type).
-func field[T any](v reflect.Value, name string) T {
-	f := v.FieldByName(name)
-	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(T)
-}
-
-// celType is the name of v's type when it is a pointer to one of cel-go's
-// interpreter types, else "".
-func celType(v any) string {
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/google/cel-go/interpreter" {
-		return ""
-	}
-	return t.Elem().Name()
-}
-
-// hasField reports whether struct type t has field name of type want.
-func hasField(t reflect.Type, name string, want reflect.Type) bool {
-	f, ok := t.FieldByName(name)
-	return ok && f.Type == want
-}
-
-var (
-	interpretableType = reflect.TypeFor[interpreter.InterpretableV2]()
-	attributeType     = reflect.TypeFor[interpreter.Attribute]()
-)
 
 // stepInfo classifies a step as cel-go's cost observer does by its
 // unexported type (evalOr, evalAnd, evalFold, evalTestOnly, and
@@ -335,31 +299,31 @@ var (
 // the expression tracked by cel-go.
 func stepInfo(step any) (*watchInfo, error) {
 	w := &watchInfo{}
-	v := reflect.ValueOf(step)
-	switch celType(step) {
+	switch celgo.StepType(step) {
 	case "evalOr", "evalAnd":
-		if !hasField(v.Type().Elem(), "terms", reflect.SliceOf(interpretableType)) {
-			return nil, errors.New("cel-go's logical operators have no terms")
+		terms, err := celgo.LogicTerms(step)
+		if err != nil {
+			return nil, err
 		}
 		w.kind = stepLogic
-		for _, term := range field[[]interpreter.InterpretableV2](v.Elem(), "terms") {
+		for _, term := range terms {
 			w.drops = append(w.drops, term.ID())
 		}
 	case "evalFold":
-		if !hasField(v.Type().Elem(), "iterRange", interpretableType) {
-			return nil, errors.New("cel-go's comprehensions have no iterRange")
+		r, err := celgo.FoldRange(step)
+		if err != nil {
+			return nil, err
 		}
 		w.kind = stepFold
-		w.drops = []int64{field[interpreter.InterpretableV2](v.Elem(), "iterRange").ID()}
+		w.drops = []int64{r.ID()}
 	case "evalTestOnly":
 		w.testOnly = true
 	case "evalExhaustiveOr", "evalExhaustiveAnd", "evalExhaustiveConditional":
 		return nil, fmt.Errorf("exhaustive evaluation is not tracked linearly: %w", errNotPlanned)
 	}
-	if a, ok := step.(interpreter.InterpretableAttribute); ok && celType(a.Attr()) == "conditionalAttribute" {
-		t := reflect.TypeOf(a.Attr()).Elem()
-		if !hasField(t, "falsy", attributeType) || !hasField(t, "truthy", attributeType) || !hasField(t, "expr", interpretableType) {
-			return nil, errors.New("cel-go's conditional attributes have no falsy, truthy and expr")
+	if a, ok := step.(interpreter.InterpretableAttribute); ok && celgo.StepType(a.Attr()) == "conditionalAttribute" {
+		if err := celgo.CheckConditional(a.Attr()); err != nil {
+			return nil, err
 		}
 		w.conditionalAttr = true
 	}
@@ -601,59 +565,27 @@ func observeLinearly(cfg *linearConfig) interpreter.InterpretableDecoratorV2 {
 // reproduce cel-go's tracking for (exhaustive or partial evaluation) fails
 // to plan and stays with cel-go's.
 var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
-	if progType == nil {
-		return nil, errors.New("cel.ProgramOption is not a function of a struct pointer")
+	if err := celgo.CheckTracker(); err != nil {
+		return nil, err
 	}
-	prog := progType
-	fields := map[string]reflect.Type{
-		"evalOpts":                reflect.TypeFor[cel.EvalOption](),
-		"costLimit":               reflect.TypeFor[*uint64](),
-		"interruptCheckFrequency": reflect.TypeFor[uint](),
-		"plannerOptions":          reflect.TypeFor[[]interpreter.PlannerOption](),
-		"regexOptimizations":      reflect.TypeFor[[]*interpreter.RegexOptimization](),
-		"callCostEstimator":       reflect.TypeFor[interpreter.ActualCostEstimator](),
-		"costOptions":             reflect.TypeFor[[]interpreter.CostTrackerOption](),
-	}
-	offsets := map[string]uintptr{}
-	for name, typ := range fields {
-		f, ok := prog.FieldByName(name)
-		if !ok || f.Type != typ {
-			return nil, errors.New("cel-go's program has no " + name + " field of type " + typ.String())
-		}
-		offsets[name] = f.Offset
-	}
-	tracker := reflect.TypeFor[interpreter.CostTracker]()
-	presence, ok := tracker.FieldByName("presenceTestHasCost")
-	if !ok || presence.Type.Kind() != reflect.Bool {
-		return nil, errors.New("cel-go's cost tracker has no presenceTestHasCost")
-	}
-	if !hasField(tracker, "overloadTrackers", reflect.TypeFor[map[string]interpreter.FunctionTracker]()) {
-		return nil, errors.New("cel-go's cost tracker has no overloadTrackers")
-	}
-	fn := reflect.MakeFunc(optionType, func(args []reflect.Value) []reflect.Value {
-		p := args[0]
-		base := p.UnsafePointer()
-		at := func(name string) unsafe.Pointer { return unsafe.Add(base, offsets[name]) }
-		fail := func(err error) []reflect.Value { return []reflect.Value{p, reflect.ValueOf(&err).Elem()} }
-
-		opts := (*cel.EvalOption)(at("evalOpts"))
+	return celgo.ProgramOption(func(p celgo.Program) error {
+		opts := p.EvalOptions()
 		if *opts&cel.OptTrackCost == 0 {
-			return fail(fmt.Errorf("the program tracks no cost: %w", errNotPlanned))
+			return fmt.Errorf("the program tracks no cost: %w", errNotPlanned)
 		}
 		if *opts&(cel.OptExhaustiveEval|cel.OptTrackState|cel.OptPartialEval) != 0 {
-			return fail(fmt.Errorf("exhaustive, state-tracking and partial evaluation are not tracked linearly: %w", errNotPlanned))
+			return fmt.Errorf("exhaustive, state-tracking and partial evaluation are not tracked linearly: %w", errNotPlanned)
 		}
-		ct, err := interpreter.NewCostTracker(nil, *(*[]interpreter.CostTrackerOption)(at("costOptions"))...)
+		ct, err := interpreter.NewCostTracker(nil, p.CostOptions()...)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		tv := reflect.ValueOf(ct).Elem()
-		cfg := &linearConfig{
-			estimator:           *(*interpreter.ActualCostEstimator)(at("callCostEstimator")),
-			presenceTestHasCost: tv.Field(presence.Index[0]).Bool(),
-			overloads:           field[map[string]interpreter.FunctionTracker](tv, "overloadTrackers"),
+		presence, overloads, err := celgo.Tracker(ct)
+		if err != nil {
+			return err
 		}
-		limit := (**uint64)(at("costLimit"))
+		cfg := &linearConfig{estimator: p.CallCostEstimator(), presenceTestHasCost: presence, overloads: overloads}
+		limit := p.CostLimit()
 		if *limit != nil {
 			l := **limit
 			cfg.limit = &l
@@ -662,9 +594,8 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 
 		// cel-go's own order (program.go): interrupt checks, constant
 		// folding, regular expressions, then the observer.
-		planner := (*[]interpreter.PlannerOption)(at("plannerOptions"))
-		regexes := (*[]*interpreter.RegexOptimization)(at("regexOptimizations"))
-		if *(*uint)(at("interruptCheckFrequency")) > 0 {
+		planner, regexes := p.PlannerOptions(), p.RegexOptimizations()
+		if p.InterruptCheckFrequency() > 0 {
 			*planner = append(*planner, interpreter.InterruptableEval())
 		}
 		rs := slices.Clone(*regexes)
@@ -678,9 +609,8 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 		*planner = append(*planner, interpreter.CustomDecoratorV2(observeLinearly(cfg)))
 		*opts &^= cel.OptTrackCost | cel.OptOptimize
 		*regexes = nil
-		return []reflect.Value{p, reflect.Zero(optionType.Out(1))}
+		return nil
 	})
-	return fn.Interface().(cel.ProgramOption), nil
 })
 
 // DefaultLinearTrackingFrom is the longest list in a review's inputs from

@@ -6,22 +6,23 @@ import (
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/celgo"
 )
 
 // dispatcherOf is the dispatcher a cel-go program holds, nil when it holds
 // none.
 func dispatcherOf(t *testing.T, p cel.Program) interpreter.Dispatcher {
 	t.Helper()
-	offsets, ok := plannerFields()
-	if !ok {
-		t.Fatal("cel-go's program no longer has the dispatcher and interpreter fields planned drops")
+	d, err := celgo.Dispatcher(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return *(*interpreter.Dispatcher)(unsafe.Add(reflect.ValueOf(p).UnsafePointer(), offsets[0]))
+	return d
 }
 
 // collected reports whether the dispatcher p holds is freed while p is
