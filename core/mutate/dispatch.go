@@ -24,7 +24,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
-	"github.com/admitfn/admitfn/core/validate"
+	"github.com/admitfn/admitfn/core/internal/outcome"
 )
 
 // Hook is one policy with the bindings that apply on a route, its compiled
@@ -95,7 +95,7 @@ type Result struct {
 // Dispatch applies hooks to attrs' object, in order, each policy seeing the
 // previous one's result. The final object replaces attrs' object.
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, hooks []Hook) (Result, error) {
-	ctx, tr := validate.WithTrace(ctx)
+	ctx, tr := outcome.WithTrace(ctx)
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
 	res := Result{Allowed: err == nil, Object: attrs.GetObject(), FailedPolicies: tr.Failed(), Acted: tr.Acted() || err != nil}
 	if err == nil {
@@ -103,7 +103,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, ho
 	}
 	var se *k8serrors.StatusError
 	if !errors.As(err, &se) {
-		return Result{}, fmt.Errorf("%w: %w", validate.ErrInternal, err)
+		return Result{}, fmt.Errorf("%w: %w", outcome.ErrInternal, err)
 	}
 	st := se.ErrStatus
 	res.Status = &metav1.Status{Status: metav1.StatusFailure, Message: st.Message, Reason: st.Reason, Code: st.Code, Details: st.Details}
@@ -124,12 +124,12 @@ type checked struct {
 }
 
 func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runtime.Object, error) {
-	validate.TraceActed(ctx)
+	outcome.Acted(ctx)
 	r.OptionalVariables.Authorizer = celeval.ReviewAuthorizer(r.VersionedAttributes)
 	var err error
 	if c.readsNamespace {
 		if r.Namespace, err = celeval.ReviewNamespace(ctx, r.VersionedAttributes, r.Namespace); err != nil {
-			validate.TraceFailure(ctx, c.policy)
+			outcome.Failure(ctx, c.policy)
 			return nil, err
 		}
 	}
@@ -138,7 +138,7 @@ func (c checked) Patch(ctx context.Context, r patch.Request, budget int64) (runt
 		err = decodeStrictly(obj, r.VersionedAttributes.VersionedKind)
 	}
 	if err != nil {
-		validate.TraceFailure(ctx, c.policy)
+		outcome.Failure(ctx, c.policy)
 	}
 	return obj, err
 }

@@ -20,6 +20,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/admitfn/admitfn/core/celeval"
+	"github.com/admitfn/admitfn/core/internal/outcome"
 )
 
 // Hook is one policy with the bindings that apply on a route, its compiled
@@ -76,7 +77,7 @@ type Result struct {
 	// FailedPolicies names the policies with at least one failed validation
 	// or error, for logs.
 	FailedPolicies []string
-	// Acted: a binding acted on the review (Trace.Acted), or it was denied
+	// Acted: a binding acted on the review (outcome.Trace.Acted), or it was denied
 	// (a binding's configuration error denies without evaluating).
 	Acted bool
 }
@@ -84,12 +85,12 @@ type Result struct {
 // ErrInternal marks a failure of the evaluation machinery itself (not a
 // policy decision): the caller must answer with an error, so the webhook's
 // failurePolicy decides.
-var ErrInternal = errors.New("internal error evaluating policies")
+var ErrInternal = outcome.ErrInternal
 
 // Dispatch evaluates hooks against attrs.
 func (d *Dispatcher) Dispatch(ctx context.Context, attrs *celeval.Attributes, hooks []Hook) (Result, error) {
 	rec := &warnings{}
-	ctx, tr := WithTrace(warning.WithWarningRecorder(ctx, rec))
+	ctx, tr := outcome.WithTrace(warning.WithWarningRecorder(ctx, rec))
 	attrs.Validating()
 
 	err := d.upstream.Dispatch(ctx, attrs, d.objects, hooks)
@@ -133,52 +134,6 @@ func (w *warnings) AddWarning(_, text string) {
 	w.list = append(w.list, text)
 }
 
-type traceKey struct{}
-
-// Trace records, for a review's log line, which policies failed (names
-// only: messages may quote object contents), and whether any binding acted:
-// was evaluated past its match conditions.
-type Trace struct {
-	failed []string
-	acted  bool
-}
-
-// WithTrace returns ctx carrying a new Trace, and the Trace.
-func WithTrace(ctx context.Context) (context.Context, *Trace) {
-	t := &Trace{}
-	return context.WithValue(ctx, traceKey{}, t), t
-}
-
-// TraceFailure records that policy failed, once, if ctx carries a Trace.
-func TraceFailure(ctx context.Context, policy string) {
-	t, ok := ctx.Value(traceKey{}).(*Trace)
-	if !ok {
-		return
-	}
-	for _, p := range t.failed {
-		if p == policy {
-			return
-		}
-	}
-	t.failed = append(t.failed, policy)
-}
-
-// Failed lists the failed policies in the order they failed.
-func (t *Trace) Failed() []string { return t.failed }
-
-// TraceActed records that a binding acted on the review, if ctx carries a
-// Trace.
-func TraceActed(ctx context.Context) {
-	if t, ok := ctx.Value(traceKey{}).(*Trace); ok {
-		t.acted = true
-	}
-}
-
-// Acted reports whether a binding acted: its policy was evaluated past its
-// match conditions (a validation, an audit annotation or an error), or a
-// mutation ran.
-func (t *Trace) Acted() bool { return t.acted }
-
 // tracingValidator notes which policies produced a failed validation or an
 // error, so a review's log line can name them without logging messages
 // (which may quote object contents), and gives a Report each decision.
@@ -213,7 +168,7 @@ func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.G
 	if len(res.Decisions) > 0 || len(res.AuditAnnotations) > 0 {
 		// Upstream's validator answers nothing when the match conditions
 		// leave the request out.
-		TraceActed(ctx)
+		outcome.Acted(ctx)
 	}
 	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
 		binding := ""
@@ -224,13 +179,13 @@ func (v tracingValidator) Validate(ctx context.Context, matchedResource schema.G
 	}
 	for _, d := range res.Decisions {
 		if d.Action == validating.ActionDeny || d.Evaluation == validating.EvalError {
-			TraceFailure(ctx, v.policy)
+			outcome.Failure(ctx, v.policy)
 			break
 		}
 	}
 	for _, a := range res.AuditAnnotations {
 		if a.Action == validating.AuditAnnotationActionError {
-			TraceFailure(ctx, v.policy)
+			outcome.Failure(ctx, v.policy)
 			break
 		}
 	}
