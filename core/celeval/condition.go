@@ -60,7 +60,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	act.composition = compositionCtx
 
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
-	if own, ok := c.untracked(versionedAttr, inputs, namespace, runtimeCELCostBudget); ok {
+	if bound, ok := c.untracked(versionedAttr, inputs, namespace, runtimeCELCostBudget); ok {
 		compositionCtx.untracked = true
 		failed := false
 		for i, result := range c.results {
@@ -73,7 +73,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		if !failed {
 			// The true remaining budget is at least this; only a tail
 			// within its own bound is given it (setBound).
-			return evaluations, runtimeCELCostBudget - int64(own), nil
+			return evaluations, runtimeCELCostBudget - int64(bound), nil
 		}
 		// An error's text can depend on the cost observer (a cost
 		// function that fails on arguments of the wrong type is what
@@ -101,9 +101,9 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 // that answers one review and stops should not plan programs it will not
 // reuse), its inputs are measured, and what it and its tail may cost at
 // their size fits in the budget, each expression within its per-call
-// limit. own is c's bound, which the remaining budget it returns is lowered
-// by.
-func (c *condition) untracked(versionedAttr *admission.VersionedAttributes, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, budget int64) (own uint64, ok bool) {
+// limit. costBound is c's bound, which the remaining budget it returns is
+// lowered by.
+func (c *condition) untracked(versionedAttr *admission.VersionedAttributes, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, budget int64) (costBound uint64, ok bool) {
 	if c.bound == nil || budget <= 0 || !c.evaluated.Load() {
 		if c.bound != nil {
 			c.evaluated.Store(true)

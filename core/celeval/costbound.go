@@ -49,27 +49,29 @@ import (
 // unbounded is a size or cost without a bound.
 const unbounded = math.MaxUint64
 
-// extent bounds a value: l its size if it is a list or map, s if it is a
-// string or bytes; nl and ns the same for anything inside it (elements,
-// keys and values, at any depth).
-type extent struct{ l, s, nl, ns uint64 }
+// extent bounds a value: listLen its size if it is a list or map, strLen
+// if it is a string or bytes; innerListLen and innerStrLen the same for
+// anything inside it (elements, keys and values, at any depth).
+type extent struct{ listLen, strLen, innerListLen, innerStrLen uint64 }
 
 var (
-	scalar   = extent{l: 1, s: 1}
+	scalar   = extent{listLen: 1, strLen: 1}
 	noExtent = extent{unbounded, unbounded, unbounded, unbounded}
 	// minInputLength: the typed request and namespace are maps of up to
 	// ~20 fields.
 	minInputLength = uint64(32)
 )
 
-func sadd(a, b uint64) uint64 {
+// addSat is a+b, unbounded when it overflows.
+func addSat(a, b uint64) uint64 {
 	if a > math.MaxUint64-b {
 		return unbounded
 	}
 	return a + b
 }
 
-func smul(a, b uint64) uint64 {
+// mulSat is a×b, unbounded when it overflows.
+func mulSat(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	if hi != 0 {
 		return unbounded
@@ -78,24 +80,26 @@ func smul(a, b uint64) uint64 {
 }
 
 // size is the value's size whatever it is.
-func (x extent) size() uint64 { return max(x.l, x.s) }
+func (x extent) size() uint64 { return max(x.listLen, x.strLen) }
 
 // element is any value inside x.
-func (x extent) element() extent { return extent{x.nl, x.ns, x.nl, x.ns} }
+func (x extent) element() extent {
+	return extent{x.innerListLen, x.innerStrLen, x.innerListLen, x.innerStrLen}
+}
 
 // holding is a container of values like x, of length n.
 func holding(n uint64, xs ...extent) extent {
-	c := extent{l: n}
+	c := extent{listLen: n}
 	for _, x := range xs {
-		c.nl, c.ns = max(c.nl, x.l, x.nl), max(c.ns, x.s, x.ns)
+		c.innerListLen, c.innerStrLen = max(c.innerListLen, x.listLen, x.innerListLen), max(c.innerStrLen, x.strLen, x.innerStrLen)
 	}
 	return c
 }
 
-func text(n uint64) extent { return extent{s: n} }
+func text(n uint64) extent { return extent{strLen: n} }
 
 func union(a, b extent) extent {
-	return extent{max(a.l, b.l), max(a.s, b.s), max(a.nl, b.nl), max(a.ns, b.ns)}
+	return extent{max(a.listLen, b.listLen), max(a.strLen, b.strLen), max(a.innerListLen, b.innerListLen), max(a.innerStrLen, b.innerStrLen)}
 }
 
 // boundedProgram is a compiled expression with what its bound needs: its
@@ -268,7 +272,7 @@ func (e *sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	}
 	size := x.size()
 	if e.ranges[n.Expr().ID()] {
-		size = x.l
+		size = x.listLen
 	}
 	// Unbounded is said, not left to cel-go, which would size the node by
 	// its checked type.
@@ -336,7 +340,7 @@ func callCost(function, overloadID string, arg func(int) extent) (uint64, bool) 
 		return 1, true
 	case "fieldSelector", "labelSelector":
 		l := arg(1).size()
-		return sadd(sadd(10, ceil(l, traversal)), ceil(ceil(l, 0.5), 50)), true
+		return addSat(addSat(10, ceil(l, traversal)), ceil(ceil(l, 0.5), 50)), true
 	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
 		// A traversal of the first argument, nested lists and maps
 		// included, whatever overload ran or failed (a string overload
@@ -356,12 +360,12 @@ func callCost(function, overloadID string, arg func(int) extent) (uint64, bool) 
 	case "join":
 		list := arg(0)
 		r, _ := callExtent(overloadID, &list, []extent{arg(1)})
-		return ceil(r.s, 2*traversal), true
+		return ceil(r.strLen, 2*traversal), true
 	case "find", "findAll":
-		return smul(ceil(sadd(arg(0).size(), 1), traversal), ceil(arg(1).size(), regex)), true
+		return mulSat(ceil(addSat(arg(0).size(), 1), traversal), ceil(arg(1).size(), regex)), true
 	case "containsIP", "containsCIDR":
-		c := sadd(sadd(ceil(smul(arg(0).size(), 2), traversal), ceil(arg(0).size(), traversal)), 1)
-		return sadd(c, ceil(arg(1).size(), traversal)), true
+		c := addSat(addSat(ceil(mulSat(arg(0).size(), 2), traversal), ceil(arg(0).size(), traversal)), 1)
+		return addSat(c, ceil(arg(1).size(), traversal)), true
 	case "validate":
 		// The format's longest regex is not known here.
 		return unbounded, true
@@ -556,12 +560,12 @@ func (s *sizer) comprehension(c ast.ComprehensionExpr) extent {
 	grow := step(extent{})
 	big := step(extent{probe, probe, probe, probe})
 	accu := noExtent
-	if big.l <= sadd(probe, grow.l) && big.s <= sadd(probe, grow.s) && big.nl <= max(probe, grow.nl) && big.ns <= max(probe, grow.ns) {
+	if big.listLen <= addSat(probe, grow.listLen) && big.strLen <= addSat(probe, grow.strLen) && big.innerListLen <= max(probe, grow.innerListLen) && big.innerStrLen <= max(probe, grow.innerStrLen) {
 		accu = extent{
-			l:  sadd(init.l, smul(r.l, grow.l)),
-			s:  sadd(init.s, smul(r.l, grow.s)),
-			nl: max(init.nl, grow.nl),
-			ns: max(init.ns, grow.ns),
+			listLen:      addSat(init.listLen, mulSat(r.listLen, grow.listLen)),
+			strLen:       addSat(init.strLen, mulSat(r.listLen, grow.strLen)),
+			innerListLen: max(init.innerListLen, grow.innerListLen),
+			innerStrLen:  max(init.innerStrLen, grow.innerStrLen),
 		}
 	}
 	step(accu) // the sizes the estimator reads are the last pass's
@@ -622,9 +626,9 @@ func callExtent(id string, target *extent, args []extent) (extent, bool) {
 	}
 	switch id {
 	case "add_list":
-		return extent{sadd(arg(0).l, arg(1).l), 0, max(arg(0).nl, arg(1).nl), max(arg(0).ns, arg(1).ns)}, true
+		return extent{addSat(arg(0).listLen, arg(1).listLen), 0, max(arg(0).innerListLen, arg(1).innerListLen), max(arg(0).innerStrLen, arg(1).innerStrLen)}, true
 	case "add_string", "add_bytes":
-		return text(sadd(arg(0).s, arg(1).s)), true
+		return text(addSat(arg(0).strLen, arg(1).strLen)), true
 	case "conditional":
 		return union(arg(1), arg(2)), true
 	case "index_list", "index_map", "optional_list_index_int", "optional_map_index_value",
@@ -644,39 +648,39 @@ func callExtent(id string, target *extent, args []extent) (extent, bool) {
 		"quantity_sub_int", "string_to_semver", "string_bool_to_semver", "format-named":
 		return scalar, true
 	case "list_flatten":
-		return extent{smul(self.l, max(self.nl, 1)), 0, self.nl, self.ns}, true
+		return extent{mulSat(self.listLen, max(self.innerListLen, 1)), 0, self.innerListLen, self.innerStrLen}, true
 	case "@mapInsert_map_key_value":
-		return union(holding(sadd(arg(0).l, 1), arg(1), arg(2)), extent{nl: arg(0).nl, ns: arg(0).ns}), true
+		return union(holding(addSat(arg(0).listLen, 1), arg(1), arg(2)), extent{innerListLen: arg(0).innerListLen, innerStrLen: arg(0).innerStrLen}), true
 	case "@mapInsert_map_map":
-		return extent{sadd(arg(0).l, arg(1).l), 0, max(arg(0).nl, arg(1).nl), max(arg(0).ns, arg(1).ns)}, true
+		return extent{addSat(arg(0).listLen, arg(1).listLen), 0, max(arg(0).innerListLen, arg(1).innerListLen), max(arg(0).innerStrLen, arg(1).innerStrLen)}, true
 	case "bool_to_string", "double_to_string", "duration_to_string", "int64_to_string",
 		"timestamp_to_string", "uint64_to_string", "cidr_to_string", "ip_to_string":
 		return text(64), true
 	case "string_to_ip", "string_to_cidr", "cidr_ip", "cidr_masked":
 		// An IP or a CIDR is sized by its address's bytes.
-		return extent{l: 16, s: 16}, true
+		return extent{listLen: 16, strLen: 16}, true
 	case "bytes_to_string", "string_lower_ascii", "string_upper_ascii", "string_trim",
 		"string_substring_int", "string_substring_int_int", "string_char_at_int", "string_find_string":
-		return text(self.s), true
+		return text(self.strLen), true
 	case "string_to_bytes":
-		return text(smul(self.s, 4)), true
+		return text(mulSat(self.strLen, 4)), true
 	case "string_split_string", "string_split_string_int", "string_find_all_string", "string_find_all_string_int":
-		return extent{l: sadd(self.s, 1), ns: self.s}, true
+		return extent{listLen: addSat(self.strLen, 1), innerStrLen: self.strLen}, true
 	case "strings_quote":
-		return text(sadd(smul(arg(0).s, 12), 2)), true
+		return text(addSat(mulSat(arg(0).strLen, 12), 2)), true
 	case "string_jsonpatch_escapeKey_string":
-		return text(smul(arg(0).s, 2)), true
+		return text(mulSat(arg(0).strLen, 2)), true
 	case "list_join":
-		return text(smul(self.l, self.ns)), true
+		return text(mulSat(self.listLen, self.innerStrLen)), true
 	case "list_join_string":
-		return text(sadd(smul(self.l, self.ns), smul(self.l, arg(0).s))), true
+		return text(addSat(mulSat(self.listLen, self.innerStrLen), mulSat(self.listLen, arg(0).strLen))), true
 	case "string_to_url":
 		// A URL is sized 1; what its parts are read from is its string.
-		return extent{l: 1, s: 1, ns: arg(0).s}, true
+		return extent{listLen: 1, strLen: 1, innerStrLen: arg(0).strLen}, true
 	case "url_get_escaped_path", "url_get_host", "url_get_hostname", "url_get_port", "url_get_scheme":
-		return text(smul(self.ns, 3)), true
+		return text(mulSat(self.innerStrLen, 3)), true
 	case "url_get_query":
-		return extent{l: self.ns, nl: self.ns, ns: smul(self.ns, 3)}, true
+		return extent{listLen: self.innerStrLen, innerListLen: self.innerStrLen, innerStrLen: mulSat(self.innerStrLen, 3)}, true
 	}
 	// sort(), and the receiver of sortBy's <list>.@sortByAssociatedKeys(<keys>).
 	if strings.HasPrefix(id, "list_") && (strings.HasSuffix(id, "_sort") || strings.HasSuffix(id, "_sortByAssociatedKeys")) {
@@ -796,7 +800,7 @@ func (c *condition) computeCost(k class) uint64 {
 		if b.cost > celconfig.PerCallLimit {
 			return false
 		}
-		total = sadd(total, b.cost)
+		total = addSat(total, b.cost)
 		for _, d := range b.vars {
 			if !read[d] {
 				read[d] = true
@@ -822,9 +826,9 @@ func (c *condition) computeCost(k class) uint64 {
 // need is what c must be able to spend at class k to go untracked: its own
 // bound and its tail's.
 func (c *condition) need(k class) uint64 {
-	own := c.costAt(k)
+	itself := c.costAt(k)
 	if c.bound.tail == nil {
-		return own
+		return itself
 	}
-	return sadd(own, c.bound.tail.costAt(k))
+	return addSat(itself, c.bound.tail.costAt(k))
 }

@@ -261,10 +261,10 @@ func (c envCompiler) CompileCELExpression(accessor plugincel.ExpressionAccessor,
 // policy in dst: the same program, and the same type for the expressions dst
 // compiles.
 func adoptVariable(dst *plugincel.CompositedCompiler, name string, compiled plugincel.CompilationResult) {
-	own := dst.Compiler
+	envCompiler := dst.Compiler
 	dst.Compiler = precompiled(compiled)
 	dst.CompileAndStoreVariable(&variableName{name}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions)
-	dst.Compiler = own
+	dst.Compiler = envCompiler
 }
 
 // precompiled answers every compilation with one result.
