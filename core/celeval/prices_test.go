@@ -86,9 +86,13 @@ func priceCoverage(env *cel.Env) (missing, stale, celGo []string) {
 
 // celGoPriced are the functions neither kube-apiserver's runtime nor
 // callCost prices, reviewed: cel-go's default price is right for them.
-func celGoPriced(t *testing.T) []string {
+func celGoPriced(t *testing.T) []string { return reviewedList(t, "testdata/celgo-priced.txt") }
+
+// reviewedList is the names a reviewed list holds, one a line, after its
+// # comments.
+func reviewedList(t *testing.T, path string) []string {
 	t.Helper()
-	data, err := os.ReadFile("testdata/celgo-priced.txt")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,16 +262,7 @@ func unsizedOverloads(env *cel.Env) []string {
 // reviewed list of those left unbounded (testdata/unsized.txt): a new one
 // is seen, not priced by accident.
 func TestSizeRulesCoverEveryOverload(t *testing.T) {
-	data, err := os.ReadFile("testdata/unsized.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reviewed []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			reviewed = append(reviewed, line)
-		}
-	}
+	reviewed := reviewedList(t, "testdata/unsized.txt")
 	seen := map[string]bool{}
 	for _, envSet := range NewCompiler().envs {
 		set, err := envSet()
