@@ -455,9 +455,6 @@ func webhookAuditKey(key string) string {
 	return k + "-" + hex.EncodeToString(sum[:4])
 }
 
-// clearNamespaceSelector empties m's namespace selector. The apiserver
-// applies namespace selectors before calling a group's route, so they are
-
 // compileAll compiles policies independently, on every CPU (CEL
 // environments are safe for concurrent use): compiling is most of a cold
 // start. Errors name the policy's file and the policy.
@@ -510,6 +507,8 @@ func groupHooks[P interface{ DeepCopy() P }, B interface{ DeepCopy() B }, H any]
 	return hooks
 }
 
+// clearNamespaceSelector empties m's namespace selector. The apiserver
+// applies namespace selectors before calling a group's route, so they are
 // dropped before matching: the function could not evaluate them.
 func clearNamespaceSelector(m *admissionregistrationv1.MatchResources) {
 	if m != nil {
