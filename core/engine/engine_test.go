@@ -564,3 +564,37 @@ func TestResponsesAreIndependentOfEachOther(t *testing.T) {
 		}
 	}
 }
+
+// Within one group (one webhook), when several policies deny, the answer
+// names the first in bundle order (files by name, then documents), on
+// every review: docs/differences.md's "Order".
+func TestDenialOrderWithinAGroup(t *testing.T) {
+	deny := func(name string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]}
+  validations: [{expression: "false", message: ` + name + ` denies}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec: {policyName: ` + name + `, validationActions: [Deny]}
+`
+	}
+	// b.yaml's second document comes before c.yaml, whatever the names.
+	e := mustEngine(t,
+		policy.Source{Name: "c.yaml", Data: []byte(deny("aaa"))},
+		policy.Source{Name: "b.yaml", Data: []byte(deny("zzz") + "---\n" + deny("mmm"))},
+	)
+	if n := len(e.Groups()); n != 1 {
+		t.Fatalf("%d groups, want the three bindings in one", n)
+	}
+	for range 50 {
+		res := reviewOn(t, e, "aaa", decode(t, reqOpts{operation: "CREATE", group: "apps", version: "v1", resource: "deployments", kind: "Deployment", name: "web", namespace: "dev", object: deployment("web", "dev", 1, nil)}))
+		if res.Response.Allowed || res.Response.Result.Message != "ValidatingAdmissionPolicy 'zzz' with binding 'zzz' denied request: zzz denies" {
+			t.Fatalf("answer %+v, want zzz's denial, the first in bundle order", res.Response.Result)
+		}
+	}
+}
