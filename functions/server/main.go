@@ -196,6 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	limit := startup.MemoryLimit(getenv, log, memlimit.Cgroup())
 	cfg.bundle.MemoryLimit = limit
 	cfg.bundle.Background = true // rl.Run below
+	cfg.bundle.Settled = func() { log.Debug().Msg("bundle settled: compiled, and its background work done") }
 
 	rl, err := startup.Start(ctx, cfg.bundle, log)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/admitfn/admitfn/test/soak"
+	"github.com/admitfn/admitfn/test/syncbuf"
 	"github.com/admitfn/admitfn/test/testbin"
 )
 
@@ -121,22 +122,21 @@ func coverCounts(t *testing.T, bin, root string, c soak.Case, n int) map[string]
 	addr := ln.Addr().String()
 	ln.Close()
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--addr", addr, "--policies", filepath.Join(root, "policies/examples"), "--refresh-interval", "0")
+	cmd := exec.Command(bin, "--addr", addr, "--policies", filepath.Join(root, "policies/examples"), "--refresh-interval", "0", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "GOCOVERDIR="+dir)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
 	base := "http://" + addr
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
+	// The bundle's background work (client-go's schema, for the example
+	// bundle's ApplyConfiguration policies) done, so none runs beside the
+	// reviews.
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(logs.String(), `"message":"bundle settled`); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", logs.String())
+			t.Fatalf("the server did not settle:\n%s", logs.String())
 		}
 	}
 	for range n {
