@@ -59,7 +59,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: install policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench upgrade-rehearsal clean
+.PHONY: install policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench upgrade-rehearsal fallback-rehearsal clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -240,6 +240,9 @@ soak: ## the server under SOAK_CLIENTS keep-alive clients for SOAK_DURATION on l
 BENCH_COUNT ?= 3
 upgrade-rehearsal: ## in a scratch copy: cel-go and the k8s.io modules at the newest versions the proxy serves, then build and the CEL parity tests; prints what broke
 	bash hack/upgrade/rehearse.sh
+
+fallback-rehearsal: ## in a scratch copy, cel-go with a private field renamed: the fast-path tests fail by name, the server answers as before, logs and counts the fallback
+	bash hack/upgrade/fallback.sh
 
 bench: ## every Go benchmark, then one line per measure of docs/performance.md (whose Results it rewrites): P<n> <ratio> target <op><value> PASS|FAIL
 	@mkdir -p dist
