@@ -1,6 +1,7 @@
 package celeval
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -84,6 +85,26 @@ func priceCoverage(env *cel.Env) (missing, stale, celGo []string) {
 	return missing, stale, celGo
 }
 
+// eachEnvironment calls f with every environment admitfn compiles in:
+// each set of optional variables (patch types among them), for new and
+// for stored expressions.
+func eachEnvironment(t *testing.T, f func(which string, env *cel.Env)) {
+	t.Helper()
+	for opts, envSet := range NewCompiler().envs {
+		set, err := envSet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []environment.Type{environment.NewExpressions, environment.StoredExpressions} {
+			env, err := set.Env(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(fmt.Sprintf("%+v, %v", opts, mode), env)
+		}
+	}
+}
+
 // celGoPriced are the functions neither kube-apiserver's runtime nor
 // callCost prices, reviewed: cel-go's default price is right for them.
 func celGoPriced(t *testing.T) []string { return reviewedList(t, "testdata/celgo-priced.txt") }
@@ -110,33 +131,22 @@ func reviewedList(t *testing.T, path string) []string {
 // expressions) is priced by callCost exactly where kube-apiserver's
 // runtime prices it, and the others are the reviewed list cel-go prices.
 func TestPricesCoverEveryFunction(t *testing.T) {
-	c := NewCompiler()
 	reviewed := celGoPriced(t)
 	seen := map[string]bool{}
 	envs := 0
-	for opts, envSet := range c.envs {
-		set, err := envSet()
-		if err != nil {
-			t.Fatal(err)
+	eachEnvironment(t, func(which string, env *cel.Env) {
+		envs++
+		missing, stale, celGo := priceCoverage(env)
+		if len(missing) > 0 || len(stale) > 0 {
+			t.Errorf("%s: kube-apiserver prices %v and callCost does not; callCost prices %v and kube-apiserver does not: %s", which, missing, stale, upgradeHint)
 		}
-		for _, mode := range []environment.Type{environment.NewExpressions, environment.StoredExpressions} {
-			env, err := set.Env(mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			envs++
-			missing, stale, celGo := priceCoverage(env)
-			if len(missing) > 0 || len(stale) > 0 {
-				t.Errorf("%+v, %v: kube-apiserver prices %v and callCost does not; callCost prices %v and kube-apiserver does not: %s", opts, mode, missing, stale, upgradeHint)
-			}
-			for _, name := range celGo {
-				seen[name] = true
-				if !slices.Contains(reviewed, name) {
-					t.Errorf("%+v, %v: %q is priced by cel-go's default and not reviewed: %s", opts, mode, name, upgradeHint)
-				}
+		for _, name := range celGo {
+			seen[name] = true
+			if !slices.Contains(reviewed, name) {
+				t.Errorf("%s: %q is priced by cel-go's default and not reviewed: %s", which, name, upgradeHint)
 			}
 		}
-	}
+	})
 	if envs < 16 {
 		t.Errorf("%d environments: the compiler no longer builds what the test walks", envs)
 	}
@@ -264,24 +274,14 @@ func unsizedOverloads(env *cel.Env) []string {
 func TestSizeRulesCoverEveryOverload(t *testing.T) {
 	reviewed := reviewedList(t, "testdata/unsized.txt")
 	seen := map[string]bool{}
-	for _, envSet := range NewCompiler().envs {
-		set, err := envSet()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mode := range []environment.Type{environment.NewExpressions, environment.StoredExpressions} {
-			env, err := set.Env(mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, id := range unsizedOverloads(env) {
-				seen[id] = true
-				if !slices.Contains(reviewed, id) {
-					t.Errorf("overload %s builds a value callExtent has no size rule for, and is not reviewed: give it one in costbound.go, or add it to testdata/unsized.txt to leave expressions that call it tracked", id)
-				}
+	eachEnvironment(t, func(_ string, env *cel.Env) {
+		for _, id := range unsizedOverloads(env) {
+			seen[id] = true
+			if !slices.Contains(reviewed, id) {
+				t.Errorf("overload %s builds a value callExtent has no size rule for, and is not reviewed: give it one in costbound.go, or add it to testdata/unsized.txt to leave expressions that call it tracked", id)
 			}
 		}
-	}
+	})
 	for _, id := range reviewed {
 		if !seen[id] {
 			t.Errorf("testdata/unsized.txt names %s, which no environment has: drop it", id)
