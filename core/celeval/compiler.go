@@ -18,7 +18,7 @@
 // TestNames hold every one and say what to do when an upgrade changes one;
 // a path that cannot be planned falls back to cel-go's evaluation, with
 // the same decisions, and says so (fallback.go). make upgrade-rehearsal
-// tries the next cel-go and Kubernetes in a copy. Its last run (2026-11-27,
+// tries the next cel-go and Kubernetes in a copy. Its last run (moving
 // from cel-go v0.29.2 and Kubernetes v0.37.2): cel-go v0.31.0 builds and
 // passes celeval, validate, mutate and engine with every fast path in use;
 // v0.32.0 is published as cel.dev/cel-go, a move of every import; the

@@ -606,6 +606,17 @@ func removeReplaced(ctx context.Context, bucket store.Bucket, prev, m *Manifest,
 	for _, k := range named(m) {
 		keep[k] = true
 	}
+	// Another push may have landed since the read back: then the files
+	// are its to keep or not, and none is removed.
+	raw, _, err := bucket.Get(ctx, ManifestKey, "")
+	if err != nil {
+		opts.warn(fmt.Sprintf("left the files the bundle it replaced had: the manifest could not be read again: %v", err))
+		return
+	}
+	if now, err := decode(raw, nil); err != nil || now.Serial != m.Serial || now.Bundle != m.Bundle {
+		opts.warn("left the files the bundle it replaced had: another push replaced this one meanwhile")
+		return
+	}
 	for _, key := range named(prev) {
 		if keep[key] || !store.ValidKey(key) {
 			continue

@@ -422,3 +422,59 @@ func TestPublishRemovesWhatItReplaced(t *testing.T) {
 		}
 	}
 }
+
+// racing is a removing bucket where another push lands its manifest right
+// after this one's is read back (when the new bundle's c.yaml is read).
+type racing struct {
+	removing
+	land func()
+}
+
+func (r *racing) Get(ctx context.Context, key, ifNoneMatch string) ([]byte, store.Object, error) {
+	data, o, err := r.removing.Get(ctx, key, ifNoneMatch)
+	r.read(key)
+	return data, o, err
+}
+
+func (r *racing) GetVersion(ctx context.Context, key, version string) ([]byte, error) {
+	data, err := r.removing.GetVersion(ctx, key, version)
+	r.read(key)
+	return data, err
+}
+
+func (r *racing) read(key string) {
+	if key == "c.yaml" && r.land != nil {
+		land := r.land
+		r.land = nil
+		land()
+	}
+}
+
+// A push that another one replaced after its read back removes nothing:
+// the files may be the other's.
+func TestPublishLeavesFilesToAPushThatLanded(t *testing.T) {
+	key := newKey(t)
+	dir := store.NewDir(t.TempDir())
+	loc := at{dir, "s3://policies/prod"}
+	publishAt(t, loc, bundleA, key, t0, 0)
+	second := []policy.Source{{Name: "a.yaml", Data: []byte("kind: A2\n")}, {Name: "c.yaml", Data: []byte("kind: C\n")}}
+	b := &racing{removing: removing{at: loc, dir: dir}}
+	b.land = func() { publishAt(t, loc, bundleA, key, t0.Add(2*time.Minute), 0) } // bundleA again, newer
+	var removed, warnings []string
+	_, err := bundle.Publish(context.Background(), b, second, bundle.PublishOptions{
+		SignKey: key, Now: t0.Add(time.Minute),
+		Removed: func(k string) { removed = append(removed, k) },
+		Warn:    func(w string) { warnings = append(warnings, w) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"left the files the bundle it replaced had: another push replaced this one meanwhile"}
+	if len(removed) != 0 || fmt.Sprint(warnings) != fmt.Sprint(want) {
+		t.Errorf("removed %q, warnings %q; want none removed and %q", removed, warnings, want)
+	}
+	snap, err := fetchAt(loc, key, t0.Add(2*time.Minute))
+	if err != nil || snap.BundleID != policy.ID(bundleA) {
+		t.Errorf("the bundle that landed does not fetch: %v", err)
+	}
+}
