@@ -59,8 +59,9 @@ type Attributes struct {
 // sharedObject is the CEL value of one object, remembered with the object
 // it is the value of.
 type sharedObject struct {
-	src runtime.Object
-	val ref.Val
+	src   runtime.Object
+	shape *shape
+	val   ref.Val
 	// size is inputSize's measure of src, once sized.
 	size  measure
 	sized bool
@@ -128,14 +129,27 @@ func (a *Attributes) celRequest() ref.Val {
 }
 
 // celObject is the CEL value of lazy's object: on a validating review, one
-// objectValue shared by every policy; otherwise upstream's.
+// objectValue shared by every policy; otherwise upstream's. An object of a
+// built-in kind is read as kube-apiserver reads its Go value once a
+// condition has been evaluated on it (typedval.go).
 func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject) (ref.Val, error) {
 	u, ok := lazy.Object().(*unstructured.Unstructured)
-	if !a.shareObjects || !ok {
+	if !ok {
 		return lazy.CELValue()
 	}
-	if shared.src != u {
-		*shared = sharedObject{src: u, val: objectValue(u.Object)}
+	var s *shape
+	//nolint:staticcheck // upstream's own switch, read as it reads it (admission.LazyObject.CELValue).
+	if lazy.UseSchemalessTypeRef {
+		s = kindShape(u.GroupVersionKind())
+	}
+	if !a.shareObjects {
+		if s == nil {
+			return lazy.CELValue()
+		}
+		return shapedValue(u.Object, s), nil
+	}
+	if shared.src != u || shared.shape != s {
+		*shared = sharedObject{src: u, shape: s, val: shapedValue(u.Object, s)}
 	}
 	return shared.val, nil
 }

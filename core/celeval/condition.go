@@ -12,6 +12,8 @@ import (
 	"github.com/google/cel-go/interpreter"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -35,6 +37,9 @@ type condition struct {
 	// evaluations up to the first, which is always tracked.
 	bound     *setBound
 	evaluated atomic.Bool
+	// mutation: a mutation's expression, which upstream evaluates without
+	// switching the objects to their Go types (plugincel.mutation.go).
+	mutation bool
 }
 
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
@@ -48,6 +53,16 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	// policies would say (see the engine).
 	if err := deadlinePassed(ctx); err != nil {
 		return nil, -1, err
+	}
+	if !c.mutation {
+		// Upstream's condition evaluator reads built-in kinds through their
+		// Go types from here on, for every later evaluation on these
+		// objects, mutations included (plugincel.newActivation with
+		// useSchemalessTypeRef; typedval.go).
+		//nolint:staticcheck // upstream's own switch, set as it sets it.
+		versionedAttr.VersionedObject.UseSchemalessTypeRef = true
+		//nolint:staticcheck // as above.
+		versionedAttr.VersionedOldObject.UseSchemalessTypeRef = true
 	}
 	act, err := newActivation(versionedAttr, request, inputs, namespace)
 	if err != nil {
@@ -211,7 +226,7 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 	var err error
 	act := &activation{}
 	if inputs.VersionedParams != nil {
-		act.params = celcommon.SchemalessTypedToVal(inputs.VersionedParams)
+		act.params = paramsValue(inputs.VersionedParams)
 	}
 	if inputs.Authorizer != nil {
 		act.authorizer = library.NewAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer)
@@ -243,6 +258,19 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 	act.request = celcommon.SchemalessTypedToVal(request)
 	act.namespace = celcommon.SchemalessTypedToVal(namespace)
 	return act, nil
+}
+
+// paramsValue is the CEL `params`, as upstream's SchemalessTypedToVal
+// reads it: kube-apiserver's informers hold a built-in kind's params (a
+// ConfigMap) as its Go type, which admitfn's bundle holds as unstructured,
+// so those are read through their shape (typedval.go).
+func paramsValue(p runtime.Object) ref.Val {
+	if u, ok := p.(*unstructured.Unstructured); ok {
+		if s := kindShape(u.GroupVersionKind()); s != nil {
+			return shapedValue(u.Object, s)
+		}
+	}
+	return celcommon.SchemalessTypedToVal(p)
 }
 
 // evaluate mirrors upstream's evaluationActivation.Evaluate exactly: the same
@@ -394,7 +422,9 @@ func unboundable(r plugincel.CompilationResult) bool {
 // NewMutatingEvaluator is NewConditionEvaluator for one mutation expression
 // (an ApplyConfiguration or a JSONPatch), as upstream's patchers call it.
 func NewMutatingEvaluator(vars *Variables, result plugincel.CompilationResult) plugincel.MutatingEvaluator {
-	return mutatingEvaluator{newCondition(vars, []plugincel.CompilationResult{result})}
+	c := newCondition(vars, []plugincel.CompilationResult{result})
+	c.mutation = true
+	return mutatingEvaluator{c}
 }
 
 type mutatingEvaluator struct{ *condition }

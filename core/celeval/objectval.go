@@ -26,16 +26,29 @@ import (
 // value, built the first time it is needed, so the values behave exactly as
 // upstream's; only reads are remembered, and CEL values are immutable.
 //
-// The object must not change while its value is in use: only a validating
-// review, whose object nothing modifies, uses it.
+// An object of a built-in kind has a shape (typedval.go): its maps and
+// lists then delegate to upstream's reflected value instead of cel-go's,
+// and are never zero values, as kube-apiserver's typed object is.
+//
+// The object must not change while its value is in use: a validating
+// review's is shared by every policy; a mutating review's is made anew for
+// each evaluation.
 
 // objectValue is the CEL value of v, a value of an unstructured object.
-func objectValue(v any) ref.Val {
+func objectValue(v any) ref.Val { return shapedValue(v, nil) }
+
+// shapedValue is the CEL value of v, a part of an object of shape s (nil
+// for a custom resource's, or a part read as unstructured).
+func shapedValue(v any, s *shape) ref.Val {
 	switch v := v.(type) {
 	case map[string]any:
-		return &objectMap{m: v}
+		return &objectMap{m: v, shape: s}
 	case []any:
-		return &objectList{s: v}
+		return &objectList{s: v, shape: s}
+	case int64:
+		if s != nil && s.float {
+			return types.Double(v)
+		}
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
 }
@@ -45,11 +58,12 @@ func objectValue(v any) ref.Val {
 const smallMap = 4
 
 type objectMap struct {
-	m    map[string]any
-	cel  traits.Mapper // cel-go's value of m, once needed
-	nfew int
-	few  [smallMap]objectField
-	many map[string]ref.Val
+	m     map[string]any
+	shape *shape
+	cel   traits.Mapper // cel-go's value of m, or upstream's typed one, once needed
+	nfew  int
+	few   [smallMap]objectField
+	many  map[string]ref.Val
 }
 
 type objectField struct {
@@ -66,9 +80,17 @@ var (
 	_ traits.Zeroer   = (*objectList)(nil)
 )
 
-// upstream is cel-go's value of the map, as LazyObject.CELValue makes it.
+// upstream is the map's value as LazyObject.CELValue makes it: reflected
+// over its Go type when it has one, else cel-go's.
 func (o *objectMap) upstream() traits.Mapper {
 	if o.cel == nil {
+		if o.shape != nil {
+			if v, ok := typedValue(o.shape, o.m); ok {
+				o.cel = v.(traits.Mapper)
+				return o.cel
+			}
+			o.shape = nil
+		}
 		o.cel = types.NewStringInterfaceMap(types.DefaultTypeAdapter, o.m).(traits.Mapper)
 	}
 	return o.cel
@@ -87,7 +109,7 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 			}
 		}
 	}
-	v := objectValue(raw)
+	v := shapedValue(raw, o.shape.field(name))
 	switch {
 	case o.many != nil:
 		o.many[name] = v
@@ -106,10 +128,13 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 }
 
 // Find is cel-go's string-keyed map's: a key that is not a string is not
-// found.
+// found (an error, for a typed map).
 func (o *objectMap) Find(key ref.Val) (ref.Val, bool) {
 	name, ok := key.(types.String)
 	if !ok {
+		if o.shape != nil {
+			return o.upstream().Find(key)
+		}
 		return nil, false
 	}
 	raw, ok := o.m[string(name)]
@@ -121,6 +146,9 @@ func (o *objectMap) Find(key ref.Val) (ref.Val, bool) {
 
 // Get is cel-go's map's, over Find.
 func (o *objectMap) Get(key ref.Val) ref.Val {
+	if _, ok := key.(types.String); !ok && o.shape != nil {
+		return o.upstream().Get(key)
+	}
 	v, found := o.Find(key)
 	if !found {
 		return types.ValOrErr(v, "no such key: %v", key)
@@ -130,6 +158,9 @@ func (o *objectMap) Get(key ref.Val) ref.Val {
 
 // Contains is cel-go's map's, over Find.
 func (o *objectMap) Contains(key ref.Val) ref.Val {
+	if _, ok := key.(types.String); !ok && o.shape != nil {
+		return o.upstream().Contains(key)
+	}
 	_, found := o.Find(key)
 	return types.Bool(found)
 }
@@ -144,14 +175,23 @@ func (o *objectMap) Fold(f traits.Folder) {
 	}
 }
 
-func (o *objectMap) Size() ref.Val     { return types.Int(len(o.m)) }
-func (o *objectMap) IsZeroValue() bool { return len(o.m) == 0 }
-func (o *objectMap) Type() ref.Type    { return types.MapType }
-func (o *objectMap) Value() any        { return o.m }
+func (o *objectMap) Size() ref.Val  { return types.Int(len(o.m)) }
+func (o *objectMap) Type() ref.Type { return types.MapType }
+
+// IsZeroValue: a typed struct or map is never zero upstream.
+func (o *objectMap) IsZeroValue() bool { return o.shape == nil && len(o.m) == 0 }
+
+// Value is the Go value: the unstructured map, or the typed one.
+func (o *objectMap) Value() any {
+	if o.shape != nil {
+		return o.upstream().Value()
+	}
+	return o.m
+}
 
 func (o *objectMap) Iterator() traits.Iterator { return o.upstream().Iterator() }
 func (o *objectMap) Equal(other ref.Val) ref.Val {
-	return o.upstream().Equal(other)
+	return o.upstream().Equal(typedOrSelf(other))
 }
 func (o *objectMap) ConvertToNative(t reflect.Type) (any, error) {
 	return o.upstream().ConvertToNative(t)
@@ -161,13 +201,22 @@ func (o *objectMap) String() string                   { return fmt.Sprint(o.upst
 
 type objectList struct {
 	s     []any
-	cel   traits.Lister // cel-go's value of s, once needed
+	shape *shape
+	cel   traits.Lister // cel-go's value of s, or upstream's typed one, once needed
 	elems []ref.Val
 }
 
-// upstream is cel-go's value of the list, as LazyObject.CELValue makes it.
+// upstream is the list's value as LazyObject.CELValue makes it: reflected
+// over its Go type when it has one, else cel-go's.
 func (l *objectList) upstream() traits.Lister {
 	if l.cel == nil {
+		if l.shape != nil {
+			if v, ok := typedValue(l.shape, l.s); ok {
+				l.cel = v.(traits.Lister)
+				return l.cel
+			}
+			l.shape = nil
+		}
 		l.cel = types.DefaultTypeAdapter.NativeToValue(l.s).(traits.Lister)
 	}
 	return l.cel
@@ -178,7 +227,7 @@ func (l *objectList) elem(i int) ref.Val {
 		l.elems = make([]ref.Val, len(l.s))
 	}
 	if l.elems[i] == nil {
-		l.elems[i] = objectValue(l.s[i])
+		l.elems[i] = shapedValue(l.s[i], l.shape.element())
 	}
 	return l.elems[i]
 }
@@ -196,11 +245,23 @@ func (l *objectList) Get(index ref.Val) ref.Val {
 func (l *objectList) Iterator() traits.Iterator { return newListIterator(l) }
 
 // Add is cel-go's, with this list first: the concatenation reads its
-// elements through it.
+// elements through it. A typed list's is upstream's: a list of both lists'
+// elements (read through this one), converted element by element.
 func (l *objectList) Add(other ref.Val) ref.Val {
 	o, ok := other.(traits.Lister)
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(other)
+	}
+	if l.shape != nil {
+		n, _ := o.Size().(types.Int)
+		elems := make([]ref.Val, 0, len(l.s)+int(n))
+		for i := range l.s {
+			elems = append(elems, l.elem(i))
+		}
+		for it := o.Iterator(); it.HasNext() == types.True; {
+			elems = append(elems, it.Next())
+		}
+		return types.NewRefValList(types.DefaultTypeAdapter, elems)
 	}
 	return concat(l, o)
 }
@@ -214,13 +275,22 @@ func (l *objectList) Fold(f traits.Folder) {
 	}
 }
 
-func (l *objectList) Size() ref.Val     { return types.Int(len(l.s)) }
-func (l *objectList) IsZeroValue() bool { return len(l.s) == 0 }
-func (l *objectList) Type() ref.Type    { return types.ListType }
-func (l *objectList) Value() any        { return l.s }
+func (l *objectList) Size() ref.Val  { return types.Int(len(l.s)) }
+func (l *objectList) Type() ref.Type { return types.ListType }
 
-func (l *objectList) Contains(elem ref.Val) ref.Val    { return l.upstream().Contains(elem) }
-func (l *objectList) Equal(other ref.Val) ref.Val      { return l.upstream().Equal(other) }
+// IsZeroValue: a typed slice is never zero upstream.
+func (l *objectList) IsZeroValue() bool { return l.shape == nil && len(l.s) == 0 }
+
+// Value is the Go value: the unstructured slice, or the typed one.
+func (l *objectList) Value() any {
+	if l.shape != nil {
+		return l.upstream().Value()
+	}
+	return l.s
+}
+
+func (l *objectList) Contains(elem ref.Val) ref.Val    { return l.upstream().Contains(typedOrSelf(elem)) }
+func (l *objectList) Equal(other ref.Val) ref.Val      { return l.upstream().Equal(typedOrSelf(other)) }
 func (l *objectList) ConvertToType(t ref.Type) ref.Val { return l.upstream().ConvertToType(t) }
 func (l *objectList) ConvertToNative(t reflect.Type) (any, error) {
 	return l.upstream().ConvertToNative(t)
@@ -396,4 +466,21 @@ func (l *concatList) Value() any {
 		l.value = merged
 	}
 	return l.value
+}
+
+// typedOrSelf is upstream's typed value of v when v is a typed part of an
+// object, so that upstream's equality sees two typed values as kube-apiserver
+// does (two structs compare by semantic equality); otherwise v.
+func typedOrSelf(v ref.Val) ref.Val {
+	switch v := v.(type) {
+	case *objectMap:
+		if v.shape != nil {
+			return v.upstream().(ref.Val)
+		}
+	case *objectList:
+		if v.shape != nil {
+			return v.upstream().(ref.Val)
+		}
+	}
+	return v
 }

@@ -1,0 +1,183 @@
+package celeval
+
+import (
+	"encoding/json"
+	"reflect"
+	"sync"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
+	smdvalue "sigs.k8s.io/structured-merge-diff/v6/value"
+)
+
+// Typed objects.
+//
+// kube-apiserver holds an object of a built-in kind (a Pod, a Deployment)
+// as its Go type, and since 1.37 its policy conditions read it through
+// common.SchemalessTypedToVal, which reflects over the Go value instead of
+// converting it to unstructured (admission.LazyObject.UseSchemalessTypeRef,
+// set by every condition evaluation: validations, match conditions, audit
+// annotations; mutations read it so only once a condition has). Reads agree
+// with the unstructured value of the same JSON; everything else follows
+// the Go type, and a policy sees the difference:
+//
+//   - a struct, a Go map or a slice is never a zero value, so
+//     optional.ofNonZeroValue of an empty `resources: {}` has a value;
+//   - a key that is not a string, an index that is not an int, or one out
+//     of range, is an error in upstream's words ("unsupported map key
+//     type", "unsupported index type", "index out of bounds");
+//   - conversion to JSON or a native value fails for a struct ("type
+//     conversion error from struct type v1.Container to *structpb.Value")
+//     and for a list or map to anything but its Go type, so a mutation's
+//     JSONPatch value that holds part of the object is refused; a list
+//     built with the object's elements converts them through their Go
+//     values ("unsupported conversion to ref.Val: (v1.Container)…");
+//   - two structs are equal by apimachinery's semantic equality.
+//
+// admitfn reads the object as JSON, so objectValue is given the object's
+// shape: for each map and list, the Go type kube-apiserver holds it as.
+// Reads stay objectValue's; the rest is delegated to upstream's own value
+// of that part, decoded into its Go type when first needed (typedValue).
+// Custom resources have no Go type and keep cel-go's unstructured value.
+//
+// Kinds served by kube-apiserver but not in client-go's scheme
+// (CustomResourceDefinition, APIService) are read as unstructured: a
+// difference docs/differences.md names.
+
+// shape is the Go type kube-apiserver reads a map or list of an object as
+// (a struct, a Go map or a slice), with the shapes of what it holds.
+type shape struct {
+	t      reflect.Type
+	fields map[string]*shape // a struct's, by JSON name; nil: read as unstructured
+	elem   *shape            // a map's or a slice's elements'
+	float  bool              // a float scalar: a JSON integer is a double
+}
+
+// floatScalar is the shape of a float field or element.
+var floatScalar = &shape{float: true}
+
+var (
+	shapesMu sync.Mutex
+	shapes   sync.Map // reflect.Type → *shape (nil: unstructured)
+)
+
+// kindShape is the shape of gvk's objects, or nil for a kind kube-apiserver
+// does not hold as a Go type.
+func kindShape(gvk schema.GroupVersionKind) *shape {
+	t, ok := scheme.Scheme.AllKnownTypes()[gvk]
+	if !ok {
+		return nil
+	}
+	return shapeOf(t)
+}
+
+// shapeOf is the shape of t, built once with every shape it reaches.
+func shapeOf(t reflect.Type) *shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	shapesMu.Lock()
+	defer shapesMu.Unlock()
+	built := map[reflect.Type]*shape{}
+	s := buildShape(t, built)
+	for t, s := range built {
+		shapes.LoadOrStore(t, s)
+	}
+	shapes.LoadOrStore(t, s)
+	return s
+}
+
+// buildShape follows SchemalessTypedToVal: a type that converts itself to
+// unstructured (Time, Quantity, IntOrString, RawExtension) is read as that;
+// pointers are followed; a byte slice is a string.
+func buildShape(t reflect.Type, built map[reflect.Type]*shape) *shape {
+	for {
+		if smdvalue.TypeReflectEntryOf(t).CanConvertToUnstructured() {
+			return nil
+		}
+		if t.Kind() != reflect.Pointer {
+			break
+		}
+		t = t.Elem()
+	}
+	if s, ok := built[t]; ok {
+		return s
+	}
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return floatScalar
+	case reflect.Struct:
+		s := &shape{t: t, fields: map[string]*shape{}}
+		built[t] = s
+		zero := reflect.New(t).Elem()
+		for name, f := range smdvalue.TypeReflectEntryOf(t).Fields() {
+			if fs := buildShape(f.GetFrom(zero).Type(), built); fs != nil {
+				s.fields[name] = fs
+			}
+		}
+		return s
+	case reflect.Map:
+		s := &shape{t: t}
+		built[t] = s
+		s.elem = buildShape(t.Elem(), built)
+		return s
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		s := &shape{t: t}
+		built[t] = s
+		s.elem = buildShape(t.Elem(), built)
+		return s
+	}
+	// Scalars, and interfaces: an interface holds what JSON decoding
+	// gives, which objectValue reads as cel-go does.
+	return nil
+}
+
+// field is the shape of a struct's field or a map's value.
+func (s *shape) field(name string) *shape {
+	if s == nil {
+		return nil
+	}
+	if s.fields != nil {
+		return s.fields[name]
+	}
+	return s.elem
+}
+
+// element is the shape of a list's elements.
+func (s *shape) element() *shape {
+	if s == nil {
+		return nil
+	}
+	return s.elem
+}
+
+// typedValue is upstream's CEL value of raw, a part of an object of shape
+// s: raw decoded into s's Go type as kube-apiserver decodes a request's
+// JSON, read by SchemalessTypedToVal. ok is false when raw does not decode
+// (an object kube-apiserver would have refused, given to the CLI): the
+// caller keeps the unstructured value.
+func typedValue(s *shape, raw any) (ref.Val, bool) {
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return nil, false
+	}
+	p := reflect.New(s.t)
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, p.Interface()); err != nil {
+		return nil, false
+	}
+	v := celcommon.SchemalessTypedToVal(p.Elem().Interface())
+	if types.IsError(v) {
+		return nil, false
+	}
+	return v, true
+}
