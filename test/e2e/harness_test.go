@@ -225,6 +225,8 @@ rules:
     resources: [deployments, deployments/scale, statefulsets]
   - group: scheduling.k8s.io
     resources: [priorityclasses]
+  - group: rules.admitfn.io
+    resources: [limits]
 - level: None
 `), 0o600)
 	c.auditLog = filepath.Join(c.dir, "audit.log")

@@ -296,6 +296,23 @@ func parityCases() []parityCase {
 		{name: "variables-count-against-the-budget", bundle: simple("variables-count-against-the-budget", cmRules+"variables: [{name: pairs, expression: 'object.data.map(a, object.data.map(b, a + b)).size()'}]\nvalidations:\n"+strings.Repeat("- expression: 'variables.pairs >= 0'\n", 3), ""),
 			requests: []parityRequest{dry(cm("small", bigData(10))), dry(cm("large", bigData(600)))}},
 
+		// --- typed objects: kube-apiserver reads a built-in kind through its
+		// Go type, a custom resource as unstructured (core/celeval/typedval.go)
+		{name: "typed-double-index", bundle: simple("typed-double-index", deployRules+"validations: [{expression: \"object.spec.template.spec.containers[0.0].name == 'app'\"}]", ""),
+			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
+		{name: "typed-struct-never-zero", bundle: simple("typed-struct-never-zero", deployRules+"validations: [{expression: '!optional.ofNonZeroValue(object.spec.template.spec.containers[0].resources).hasValue()', message: resources is set}]", ""),
+			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
+		{name: "typed-int-key", bundle: simple("typed-int-key", deployRules+"validations: [{expression: 'object.spec[1] == 1'}]", ""),
+			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
+		{name: "typed-in-int-key", bundle: simple("typed-in-int-key", deployRules+"validations: [{expression: '!(1 in object.spec)', message: in}]", ""),
+			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
+		{name: "untyped-custom-resource-int-key", bundle: simple("untyped-custom-resource-int-key", "matchConstraints:\n  resourceRules: [{apiGroups: [rules.admitfn.io], apiVersions: [v1], operations: [CREATE], resources: [limits]}]\nvalidations: [{expression: 'object[1] == 1'}]", ""),
+			requests: []parityRequest{dry(limit("l", 1))}},
+		// A built-in paramKind used once in the suite (kubernetes/kubernetes#130887, above).
+		{name: "typed-params", bundle: simple("typed-params", "paramKind: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}\n"+deployRules+"validations: [{expression: \"params.metadata.labels[1] == 'x'\"}]",
+			"validationActions: [Deny]\nparamRef: {name: typed-params, parameterNotFoundAction: Deny}") + "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: typed-params, labels: {tier: low}}\nvalue: 10\n",
+			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
+
 		// --- deliberate divergences
 		{name: "namespace-object-name", bundle: simple("namespace-object-name", cmRules+"validations: [{expression: \"namespaceObject.metadata.name == object.metadata.namespace\", message: namespace}]", ""),
 			requests: []parityRequest{dry(cm("c", nil))}},
