@@ -189,7 +189,15 @@ func (o *objectMap) Value() any {
 	return o.m
 }
 
-func (o *objectMap) Iterator() traits.Iterator { return o.upstream().Iterator() }
+// Iterator gives the map's keys: a typed struct's are the fields its JSON
+// holds, a typed map's its keys, so cel-go's iterator over the JSON gives
+// them without decoding the Go value (in Go's map order, as both do).
+func (o *objectMap) Iterator() traits.Iterator {
+	if o.shape != nil {
+		return types.NewStringInterfaceMap(types.DefaultTypeAdapter, o.m).(traits.Mapper).Iterator()
+	}
+	return o.upstream().Iterator()
+}
 func (o *objectMap) Equal(other ref.Val) ref.Val {
 	return o.upstream().Equal(typedOrSelf(other))
 }
