@@ -183,16 +183,23 @@ func compareValues(prog cel.Program, obj, old map[string]any) string {
 // evalOn is an evaluation's outcome as text: the value (its type and Go
 // value) or the error, and the runtime cost.
 func evalOn(prog cel.Program, object, oldObject ref.Val) string {
-	out, det, err := prog.Eval(map[string]any{plugincel.ObjectVarName: object, plugincel.OldObjectVarName: oldObject})
-	cost := uint64(0)
-	if det != nil && det.ActualCost() != nil {
-		cost = *det.ActualCost()
-	}
+	out, cost, err := evalCost(prog, object, oldObject)
 	if err != nil {
 		return fmt.Sprintf("error %v, cost %d", err, cost)
 	}
 	native, convErr := out.ConvertToNative(reflect.TypeFor[any]())
 	return fmt.Sprintf("%s %#v (%v), cost %d", out.Type().TypeName(), native, convErr, cost)
+}
+
+// evalCost evaluates prog over object and oldObject: the result, its
+// runtime cost, the error.
+func evalCost(prog cel.Program, object, oldObject ref.Val) (ref.Val, uint64, error) {
+	out, det, err := prog.Eval(map[string]any{plugincel.ObjectVarName: object, plugincel.OldObjectVarName: oldObject})
+	cost := uint64(0)
+	if det != nil && det.ActualCost() != nil {
+		cost = *det.ActualCost()
+	}
+	return out, cost, err
 }
 
 // The shared value remembers what it read: the same field or element is

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/admission"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 )
 
 // typedExprs are where kube-apiserver's typed object (a built-in kind read
@@ -144,11 +143,7 @@ func TestTypedObjectValueMatchesUpstream(t *testing.T) {
 // result's Go value as JSON (a typed value holds pointers), and the
 // result's conversion to JSON.
 func evalTyped(prog cel.Program, object, oldObject ref.Val) string {
-	out, det, err := prog.Eval(map[string]any{plugincel.ObjectVarName: object, plugincel.OldObjectVarName: oldObject})
-	cost := uint64(0)
-	if det != nil && det.ActualCost() != nil {
-		cost = *det.ActualCost()
-	}
+	out, cost, err := evalCost(prog, object, oldObject)
 	if err != nil {
 		return fmt.Sprintf("error %v, cost %d", err, cost)
 	}
