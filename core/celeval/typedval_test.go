@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/admission"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // typedExprs are where kube-apiserver's typed object (a built-in kind read
@@ -250,4 +251,79 @@ func TestTypedValueFallsBack(t *testing.T) {
 	if spec.shape != nil {
 		t.Fatal("a part that does not decode kept its shape")
 	}
+}
+
+// FuzzTypedObjectValue: on any pair of Pods, sent as kube-apiserver sends
+// a webhook its typed object (the Go value encoded as JSON), expressions
+// that read, test, compare, concatenate, iterate and convert them give
+// over the shaped values what they give over upstream's typed ones: result,
+// error text, runtime cost and JSON conversion.
+func FuzzTypedObjectValue(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"spec":{"containers":[{"name":"a","resources":{},"ports":[{"containerPort":80}]}]}}`, `{"spec":{"containers":[{"name":"a"}]}}`},
+		{`{"metadata":{"labels":{"a":"b"},"finalizers":["x"]},"spec":{"securityContext":{},"containers":[]}}`, `{"metadata":{"labels":{}}}`},
+		{`{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1000m"}}}],"nodeName":"n"}}`, `{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}}]}}`},
+		{`{"spec":{"initContainers":[{"name":"i","env":[{"name":"E","value":""}]}],"hostNetwork":true}}`, `{}`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	progs := programs(f, typedFuzzExprs)
+	s := kindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	f.Fuzz(func(t *testing.T, objJSON, oldJSON string) {
+		obj, okObj := sentPod(objJSON)
+		old, okOld := sentPod(oldJSON)
+		if !okObj || !okOld {
+			return
+		}
+		up, upOld := upstreamTyped(t, obj, &corev1.Pod{}), upstreamTyped(t, old, &corev1.Pod{})
+		shared, sharedOld := shapedValue(obj, s), shapedValue(old, s)
+		for i, prog := range progs {
+			want := evalTyped(prog, up, upOld)
+			if got := evalTyped(prog, shared, sharedOld); got != want {
+				t.Errorf("%s on %s and %s:\n got %s\nwant %s", typedFuzzExprs[i], objJSON, oldJSON, got, want)
+			}
+		}
+	})
+}
+
+// sentPod is the JSON a webhook receives for a Pod that decodes from
+// data: the typed Pod encoded, decoded as a review's object is.
+func sentPod(data string) (map[string]any, bool) {
+	var pod corev1.Pod
+	if sigsjson.UnmarshalCaseSensitivePreserveInts([]byte(data), &pod) != nil {
+		return nil, false
+	}
+	sent, err := json.Marshal(&pod)
+	if err != nil {
+		return nil, false
+	}
+	var obj map[string]any
+	if utiljson.Unmarshal(sent, &obj) != nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+var typedFuzzExprs = []string{
+	`object.spec == oldObject.spec`,
+	`object.metadata == oldObject.metadata`,
+	`object.spec.?containers.orValue([]) == oldObject.spec.?containers.orValue([])`,
+	`object.spec.?containers[?0].orValue(null) == oldObject.spec.?containers[?0].orValue(null)`,
+	`object.spec.?containers[?0].orValue(null) in oldObject.spec.?containers.orValue([])`,
+	`has(object.spec.securityContext) && has(object.spec.hostNetwork)`,
+	`optional.ofNonZeroValue(object.spec.?securityContext.orValue({})).hasValue()`,
+	`optional.ofNonZeroValue(object.spec.?containers.orValue([])).hasValue()`,
+	`optional.ofNonZeroValue(object.metadata.?labels.orValue({})).hasValue()`,
+	`object.spec.?containers[?0].?resources.orValue(null)`,
+	`object.spec.?containers.orValue([]).map(c, optional.ofNonZeroValue(c.?resources.orValue({})).hasValue())`,
+	`object.spec.?containers.orValue([]) + oldObject.spec.?containers.orValue([])`,
+	`[object.spec] + object.spec.?initContainers.orValue([])`,
+	`object.spec.?containers.orValue([]).all(c, c.all(k, k != ""))`,
+	`object.spec.map(k, k).size() + size(object.metadata)`,
+	`object.spec.?containers[?0].?ports.orValue([])`,
+	`object.metadata.?labels.orValue({})`,
+	`dyn(object.spec)[1]`,
+	`dyn(object.spec.?containers.orValue([]))[0.0]`,
+	`string(object.spec)`,
+	`type(object.spec) == map && type(object.spec.?containers.orValue([])) == list`,
 }
