@@ -2,6 +2,7 @@ package celeval
 
 import (
 	"fmt"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 
 	"github.com/google/cel-go/common/types/ref"
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +37,7 @@ type Attributes struct {
 	keys           []string
 
 	// shareObjects: the review is validating, so its objects do not change
-	// and their CEL values (objectValue) are shared by every policy.
+	// and their CEL values (objectval.Of) are shared by every policy.
 	shareObjects      bool
 	object, oldObject sharedObject
 	// memos are what policy evaluations remember of their variables
@@ -60,7 +61,7 @@ type Attributes struct {
 // it is the value of.
 type sharedObject struct {
 	src   runtime.Object
-	shape *shape
+	shape *objectval.Shape
 	val   ref.Val
 	// size is inputSize's measure of src, once sized.
 	size  measure
@@ -95,7 +96,7 @@ func NewAttributes(req *review.Request) *Attributes {
 // Validating marks a as a validating review's attributes, and returns it:
 // nothing changes a validating review's objects, so their CEL values and
 // the policies' variables are shared by every policy and binding
-// (objectValue, variables.go). The Dispatcher marks the attributes it is
+// (objectval.Of, variables.go). The Dispatcher marks the attributes it is
 // given; never mark a mutating review's, whose object changes between
 // mutations.
 func (a *Attributes) Validating() *Attributes {
@@ -129,27 +130,27 @@ func (a *Attributes) celRequest() ref.Val {
 }
 
 // celObject is the CEL value of lazy's object: on a validating review, one
-// objectValue shared by every policy; otherwise upstream's. An object of a
+// objectval.Of shared by every policy; otherwise upstream's. An object of a
 // built-in kind is read as kube-apiserver reads its Go value once a
-// condition has been evaluated on it (typedval.go).
+// condition has been evaluated on it (internal/objectval).
 func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject) (ref.Val, error) {
 	u, ok := lazy.Object().(*unstructured.Unstructured)
 	if !ok {
 		return lazy.CELValue()
 	}
-	var s *shape
+	var s *objectval.Shape
 	//nolint:staticcheck // upstream's own switch, read as it reads it (admission.LazyObject.CELValue).
 	if lazy.UseSchemalessTypeRef {
-		s = kindShape(u.GroupVersionKind())
+		s = objectval.KindShape(u.GroupVersionKind())
 	}
 	if !a.shareObjects {
 		if s == nil {
 			return lazy.CELValue()
 		}
-		return shapedValue(u.Object, s), nil
+		return objectval.Shaped(u.Object, s), nil
 	}
 	if shared.src != u || shared.shape != s {
-		*shared = sharedObject{src: u, shape: s, val: shapedValue(u.Object, s)}
+		*shared = sharedObject{src: u, shape: s, val: objectval.Shaped(u.Object, s)}
 	}
 	return shared.val, nil
 }

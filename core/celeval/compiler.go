@@ -2,7 +2,9 @@
 // the validating and the mutating path: kube-apiserver's environments and
 // compilers (k8s.io/apiserver/pkg/admission/plugin/cel), with the values a
 // review's expressions read (request, objects, namespace, params,
-// variables) built once per review and shared by every policy.
+// variables) built once per review and shared by every policy. The object's
+// and params' values are internal/objectval's: remembered reads, and a
+// built-in kind read as kube-apiserver reads its Go type.
 //
 // # cel-go's private names
 //

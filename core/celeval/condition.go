@@ -3,6 +3,7 @@ package celeval
 import (
 	"context"
 	"fmt"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -58,7 +59,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		// Upstream's condition evaluator reads built-in kinds through their
 		// Go types from here on, for every later evaluation on these
 		// objects, mutations included (plugincel.newActivation with
-		// useSchemalessTypeRef; typedval.go).
+		// useSchemalessTypeRef; internal/objectval).
 		//nolint:staticcheck // upstream's own switch, set as it sets it.
 		versionedAttr.VersionedObject.UseSchemalessTypeRef = true
 		//nolint:staticcheck // as above.
@@ -263,11 +264,11 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 // paramsValue is the CEL `params`, as upstream's SchemalessTypedToVal
 // reads it: kube-apiserver's informers hold a built-in kind's params (a
 // ConfigMap) as its Go type, which admitfn's bundle holds as unstructured,
-// so those are read through their shape (typedval.go).
+// so those are read through their shape (internal/objectval).
 func paramsValue(p runtime.Object) ref.Val {
 	if u, ok := p.(*unstructured.Unstructured); ok {
-		if s := kindShape(u.GroupVersionKind()); s != nil {
-			return shapedValue(u.Object, s)
+		if s := objectval.KindShape(u.GroupVersionKind()); s != nil {
+			return objectval.Shaped(u.Object, s)
 		}
 	}
 	return celcommon.SchemalessTypedToVal(p)

@@ -2,6 +2,7 @@ package celeval
 
 import (
 	"context"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestUntrackedProgram(t *testing.T) {
 		t.Fatalf("cel-go's program no longer has the fields the option clears: %v", err)
 	}
 	req := decode(t)
-	act := &activation{object: objectValue(req.Object.Object), oldObject: objectValue(req.OldObject.Object)}
+	act := &activation{object: objectval.Of(req.Object.Object), oldObject: objectval.Of(req.OldObject.Object)}
 	for _, expr := range []string{
 		`object.spec.replicas == 3 && object.metadata.name.startsWith('web')`,
 		`oldObject.spec.replicas < object.spec.replicas`,

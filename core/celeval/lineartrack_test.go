@@ -3,6 +3,7 @@ package celeval
 import (
 	"context"
 	"fmt"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -26,8 +27,8 @@ func TestLinearTrackerMatchesCelGo(t *testing.T) {
 	}
 	long := strings.Repeat("x", 10000)
 	req := decodePod(t)
-	pod := &activation{object: objectValue(req.Object.Object), oldObject: objectValue(req.Object.Object)}
-	strs := &activation{object: objectValue(map[string]any{"s": long, "t": long + "x", "l": []any{"a", "b", "a"}})}
+	pod := &activation{object: objectval.Of(req.Object.Object), oldObject: objectval.Of(req.Object.Object)}
+	strs := &activation{object: objectval.Of(map[string]any{"s": long, "t": long + "x", "l": []any{"a", "b", "a"}})}
 	for _, c := range []struct {
 		expr string
 		act  *activation
@@ -89,7 +90,7 @@ func describe(v ref.Val, err error) string {
 // Below the threshold, and with a negative one, evaluation is cel-go's.
 func TestLinearTrackingThreshold(t *testing.T) {
 	req := decodePod(t)
-	act := &activation{object: objectValue(req.Object.Object)}
+	act := &activation{object: objectval.Of(req.Object.Object)}
 	p := compileBounded(t, `object.spec.containers.all(c, c.name != '')`)
 	if p.linearFrom != DefaultLinearTrackingFrom {
 		t.Fatalf("threshold %d, want the default %d", p.linearFrom, DefaultLinearTrackingFrom)

@@ -2,6 +2,7 @@ package celeval
 
 import (
 	"context"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 	"reflect"
 	"runtime"
 	"testing"
@@ -72,7 +73,7 @@ func TestPlannedProgramsDropDispatcher(t *testing.T) {
 	}
 
 	req := decode(t)
-	act := &activation{object: objectValue(req.Object.Object), oldObject: objectValue(req.OldObject.Object)}
+	act := &activation{object: objectval.Of(req.Object.Object), oldObject: objectval.Of(req.OldObject.Object)}
 	p := compileBounded(t, `object.spec.replicas == 3 && object.metadata.name.startsWith('web') && [1, 2].exists(x, x > 1)`)
 	for name, prog := range map[string]cel.Program{"tracked": p.Program, "untracked": p.untrackedProgram(), "linear": p.linearProgram()} {
 		if prog == nil {

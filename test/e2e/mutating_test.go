@@ -144,7 +144,7 @@ func mutatingCases() []mutatingCase {
 		// kube-apiserver reads a built-in kind through its Go type once a
 		// condition (here a match condition) has been evaluated on it, for
 		// every later mutation of the request; such a value does not convert
-		// to JSON (core/celeval/typedval.go). k8s.io/apiserver's
+		// to JSON (core/celeval/internal/objectval/typedval.go). k8s.io/apiserver's
 		// TestJSONPatch ("jsonPatch with list concatenation between
 		// structured object and typed type (structured + typed)") expects
 		// the concatenation to apply: it evaluates no condition first. The

@@ -297,7 +297,7 @@ func parityCases() []parityCase {
 			requests: []parityRequest{dry(cm("small", bigData(10))), dry(cm("large", bigData(600)))}},
 
 		// --- typed objects: kube-apiserver reads a built-in kind through its
-		// Go type, a custom resource as unstructured (core/celeval/typedval.go)
+		// Go type, a custom resource as unstructured (core/celeval/internal/objectval/typedval.go)
 		{name: "typed-double-index", bundle: simple("typed-double-index", deployRules+"validations: [{expression: \"object.spec.template.spec.containers[0.0].name == 'app'\"}]", ""),
 			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
 		{name: "typed-struct-never-zero", bundle: simple("typed-struct-never-zero", deployRules+"validations: [{expression: '!optional.ofNonZeroValue(object.spec.template.spec.containers[0].resources).hasValue()', message: resources is set}]", ""),

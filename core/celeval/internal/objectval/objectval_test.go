@@ -1,8 +1,9 @@
-package celeval
+package objectval
 
 import (
-	"context"
 	"fmt"
+	"github.com/admitfn/admitfn/core/review"
+	"github.com/admitfn/admitfn/core/review/reviewtest"
 	"reflect"
 	"testing"
 
@@ -12,12 +13,11 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
-// Expressions over the shared object value (objectValue) and over
+// Expressions over the shared object value (Of) and over
 // upstream's (cel-go's DefaultTypeAdapter over the same map, as
 // admission.LazyObject builds it) give the same result, the same error
 // text and the same runtime cost, every expression evaluated twice on one
@@ -171,7 +171,7 @@ func programs(tb testing.TB, exprs []string) []cel.Program {
 // remembered), and says how they differ, or "".
 func compareValues(prog cel.Program, obj, old map[string]any) string {
 	want := evalOn(prog, types.DefaultTypeAdapter.NativeToValue(obj), types.DefaultTypeAdapter.NativeToValue(old))
-	shared, sharedOld := objectValue(obj), objectValue(old)
+	shared, sharedOld := Of(obj), Of(old)
 	for i := range 2 {
 		if got := evalOn(prog, shared, sharedOld); got != want {
 			return fmt.Sprintf("evaluation %d:\n got %s\nwant %s", i+1, got, want)
@@ -207,7 +207,7 @@ func evalCost(prog cel.Program, object, oldObject ref.Val) (ref.Val, uint64, err
 // fold alike.
 func TestObjectValueRemembers(t *testing.T) {
 	m := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}}
-	obj := objectValue(m).(traits.Mapper)
+	obj := Of(m).(traits.Mapper)
 	spec := obj.Get(types.String("spec"))
 	if again, _ := obj.Find(types.String("spec")); again != spec {
 		t.Fatal("a field read twice is converted twice")
@@ -231,7 +231,7 @@ func TestObjectValueRemembers(t *testing.T) {
 	for i := range 3 * smallMap {
 		wide[fmt.Sprint(i)] = map[string]any{}
 	}
-	w := objectValue(wide).(traits.Mapper)
+	w := Of(wide).(traits.Mapper)
 	read := map[string]ref.Val{}
 	for k := range wide {
 		read[k] = w.Get(types.String(k))
@@ -246,7 +246,7 @@ func TestObjectValueRemembers(t *testing.T) {
 	if got, want := fmt.Sprint(list.Add(list)), fmt.Sprint(celList.Add(celList)); got != want {
 		t.Fatalf("concatenation printed %s, cel-go prints %s", got, want)
 	}
-	if obj.(traits.Zeroer).IsZeroValue() || objectValue(map[string]any{}).(traits.Zeroer).IsZeroValue() != true {
+	if obj.(traits.Zeroer).IsZeroValue() || Of(map[string]any{}).(traits.Zeroer).IsZeroValue() != true {
 		t.Fatal("emptiness")
 	}
 	if got, want := fmt.Sprint(list), fmt.Sprint(types.DefaultTypeAdapter.NativeToValue(m["spec"].(map[string]any)["containers"])); got != want {
@@ -257,45 +257,6 @@ func TestObjectValueRemembers(t *testing.T) {
 type folder func(k, v any) bool
 
 func (f folder) FoldEntry(k, v any) bool { return f(k, v) }
-
-// On a validating review an object has one shared value, renewed if the
-// versioned object is another; elsewhere (mutating reviews, whose object
-// changes) the value is upstream's LazyObject's.
-func TestCelObjectShared(t *testing.T) {
-	req := decode(t)
-	attrs, va := versioned(req)
-	v1, err := attrs.celObject(&va.VersionedObject, &attrs.object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := v1.(*objectMap); !ok {
-		t.Fatalf("validating review: object value %T, want the shared value", v1)
-	}
-	if again, _ := attrs.celObject(&va.VersionedObject, &attrs.object); again != v1 {
-		t.Fatal("object value rebuilt within one review")
-	}
-	old, _ := attrs.celObject(&va.VersionedOldObject, &attrs.oldObject)
-	if old.Equal(v1) != types.False {
-		t.Fatal("oldObject shares object's value")
-	}
-	other := decode(t)
-	other.Object.Object["spec"] = map[string]any{"replicas": int64(9)}
-	va.VersionedObject.Set(other.Object)
-	v2, _ := attrs.celObject(&va.VersionedObject, &attrs.object)
-	if v2 == v1 || v2.Equal(types.DefaultTypeAdapter.NativeToValue(other.Object.Object)) != types.True {
-		t.Fatal("a new versioned object kept the old one's value")
-	}
-	if none, err := attrs.celObject(&admission.LazyObject{}, &sharedObject{}); none != nil || err != nil {
-		t.Fatalf("no object: %v %v", none, err)
-	}
-
-	mutating := NewAttributes(req)
-	lazy := admission.NewLazyObject(req.Object)
-	got, _ := mutating.celObject(&lazy, &mutating.object)
-	if want, _ := lazy.CELValue(); got != want {
-		t.Fatalf("mutating review: %T, want upstream's value", got)
-	}
-}
 
 // FuzzObjectValue: on any pair of JSON objects, as util/json decodes them,
 // expressions that read, index, concatenate, compare and iterate them give
@@ -360,25 +321,6 @@ var fuzzExprs = []string{
 	`object.?a.?b.?c.orValue([]) == oldObject.?a.?b.?c.orValue([])`,
 }
 
-// `variables` is built when an expression first reads it, once per
-// activation.
-func TestVariablesBuiltWhenRead(t *testing.T) {
-	vars := NewVariables()
-	vars.Add("a", plugincel.CompilationResult{})
-	act := &activation{composition: &composition{Context: context.Background(), vars: vars}}
-	if _, ok := act.ResolveName(plugincel.ObjectVarName); !ok || act.variables != nil {
-		t.Fatalf("reading object built variables: %v", act.variables)
-	}
-	v1, _ := act.ResolveName(plugincel.VariableVarName)
-	v2, _ := act.ResolveName(plugincel.VariableVarName)
-	m, ok := v1.(*variablesValue)
-	if !ok || v1 != v2 {
-		t.Fatalf("variables is %T, the same value twice: %v", v1, v1 == v2)
-	}
-	if m.activation != act || m.Size() != types.Int(1) {
-		t.Fatalf("variables of activation %p (want %p), size %v", m.activation, act, m.Size())
-	}
-	if got := m.Equal(v2.(ref.Val)); got != types.True {
-		t.Fatalf("variables == variables is %v", got)
-	}
+func decodePod(t *testing.T) *review.Request {
+	return reviewtest.Read(t, "../../../../test/perf/testdata/pod-review.json")
 }

@@ -1,4 +1,4 @@
-package celeval
+package objectval
 
 import (
 	"encoding/json"
@@ -38,9 +38,9 @@ import (
 //     values ("unsupported conversion to ref.Val: (v1.Container)…");
 //   - two structs are equal by apimachinery's semantic equality.
 //
-// admitfn reads the object as JSON, so objectValue is given the object's
+// admitfn reads the object as JSON, so Of is given the object's
 // shape: for each map and list, the Go type kube-apiserver holds it as.
-// Reads stay objectValue's; the rest is delegated to upstream's own value
+// Reads stay its own; the rest is delegated to upstream's own value
 // of that part, decoded into its Go type when first needed (typedValue).
 // Custom resources have no Go type and keep cel-go's unstructured value.
 //
@@ -48,26 +48,26 @@ import (
 // (CustomResourceDefinition, APIService) are read as unstructured: a
 // difference docs/differences.md names.
 
-// shape is the Go type kube-apiserver reads a map or list of an object as
+// Shape is the Go type kube-apiserver reads a map or list of an object as
 // (a struct, a Go map or a slice), with the shapes of what it holds.
-type shape struct {
+type Shape struct {
 	t      reflect.Type
-	fields map[string]*shape // a struct's, by JSON name; nil: read as unstructured
-	elem   *shape            // a map's or a slice's elements'
+	fields map[string]*Shape // a struct's, by JSON name; nil: read as unstructured
+	elem   *Shape            // a map's or a slice's elements'
 	float  bool              // a float scalar: a JSON integer is a double
 }
 
 // floatScalar is the shape of a float field or element.
-var floatScalar = &shape{float: true}
+var floatScalar = &Shape{float: true}
 
 var (
 	shapesMu sync.Mutex
-	shapes   sync.Map // reflect.Type → *shape (nil: unstructured)
+	shapes   sync.Map // reflect.Type → *Shape (nil: unstructured)
 )
 
-// kindShape is the shape of gvk's objects, or nil for a kind kube-apiserver
+// KindShape is the shape of gvk's objects, or nil for a kind kube-apiserver
 // does not hold as a Go type.
-func kindShape(gvk schema.GroupVersionKind) *shape {
+func KindShape(gvk schema.GroupVersionKind) *Shape {
 	t, ok := scheme.Scheme.AllKnownTypes()[gvk]
 	if !ok {
 		return nil
@@ -76,13 +76,13 @@ func kindShape(gvk schema.GroupVersionKind) *shape {
 }
 
 // shapeOf is the shape of t, built once with every shape it reaches.
-func shapeOf(t reflect.Type) *shape {
+func shapeOf(t reflect.Type) *Shape {
 	if s, ok := shapes.Load(t); ok {
-		return s.(*shape)
+		return s.(*Shape)
 	}
 	shapesMu.Lock()
 	defer shapesMu.Unlock()
-	built := map[reflect.Type]*shape{}
+	built := map[reflect.Type]*Shape{}
 	s := buildShape(t, built)
 	for t, s := range built {
 		shapes.LoadOrStore(t, s)
@@ -94,7 +94,7 @@ func shapeOf(t reflect.Type) *shape {
 // buildShape follows SchemalessTypedToVal: a type that converts itself to
 // unstructured (Time, Quantity, IntOrString, RawExtension) is read as that;
 // pointers are followed; a byte slice is a string.
-func buildShape(t reflect.Type, built map[reflect.Type]*shape) *shape {
+func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
 	for {
 		if smdvalue.TypeReflectEntryOf(t).CanConvertToUnstructured() {
 			return nil
@@ -108,13 +108,13 @@ func buildShape(t reflect.Type, built map[reflect.Type]*shape) *shape {
 		return s
 	}
 	if s, ok := shapes.Load(t); ok {
-		return s.(*shape)
+		return s.(*Shape)
 	}
 	switch t.Kind() {
 	case reflect.Float32, reflect.Float64:
 		return floatScalar
 	case reflect.Struct:
-		s := &shape{t: t, fields: map[string]*shape{}}
+		s := &Shape{t: t, fields: map[string]*Shape{}}
 		built[t] = s
 		zero := reflect.New(t).Elem()
 		for name, f := range smdvalue.TypeReflectEntryOf(t).Fields() {
@@ -124,7 +124,7 @@ func buildShape(t reflect.Type, built map[reflect.Type]*shape) *shape {
 		}
 		return s
 	case reflect.Map:
-		s := &shape{t: t}
+		s := &Shape{t: t}
 		built[t] = s
 		s.elem = buildShape(t.Elem(), built)
 		return s
@@ -132,18 +132,18 @@ func buildShape(t reflect.Type, built map[reflect.Type]*shape) *shape {
 		if t.Elem().Kind() == reflect.Uint8 {
 			return nil
 		}
-		s := &shape{t: t}
+		s := &Shape{t: t}
 		built[t] = s
 		s.elem = buildShape(t.Elem(), built)
 		return s
 	}
 	// Scalars, and interfaces: an interface holds what JSON decoding
-	// gives, which objectValue reads as cel-go does.
+	// gives, which Of reads as cel-go does.
 	return nil
 }
 
 // field is the shape of a struct's field or a map's value.
-func (s *shape) field(name string) *shape {
+func (s *Shape) field(name string) *Shape {
 	if s == nil {
 		return nil
 	}
@@ -154,7 +154,7 @@ func (s *shape) field(name string) *shape {
 }
 
 // element is the shape of a list's elements.
-func (s *shape) element() *shape {
+func (s *Shape) element() *Shape {
 	if s == nil {
 		return nil
 	}
@@ -166,7 +166,7 @@ func (s *shape) element() *shape {
 // JSON, read by SchemalessTypedToVal. ok is false when raw does not decode
 // (an object kube-apiserver would have refused, given to the CLI): the
 // caller keeps the unstructured value.
-func typedValue(s *shape, raw any) (ref.Val, bool) {
+func typedValue(s *Shape, raw any) (ref.Val, bool) {
 	data, err := json.Marshal(raw)
 	if err != nil {
 		return nil, false

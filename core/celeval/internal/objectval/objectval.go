@@ -1,22 +1,13 @@
-package celeval
-
-import (
-	"errors"
-	"fmt"
-	"reflect"
-	"strings"
-
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
-)
-
+// Package objectval is the CEL value of a request's object, oldObject
+// and params: what kube-apiserver's activation gives an expression, read
+// faster.
+//
 // The CEL value of a request's object, as kube-apiserver builds it
 // (admission.LazyObject.CELValue: cel-go's DefaultTypeAdapter over the
 // unstructured map), converts a field anew each time an expression reads it:
 // every read of `c.securityContext` in a comprehension over the containers,
 // in every policy, wraps the same map again, and every list goes through
-// cel-go's reflection. objectValue is that value with a memory: a map or list
+// cel-go's reflection. Of gives that value with a memory: a map or list
 // remembers the CEL value of each field or element once read, so the
 // policies of a validating review share one conversion of each part of the
 // object they read. A concatenation with the object's list first is
@@ -33,13 +24,25 @@ import (
 // The object must not change while its value is in use: a validating
 // review's is shared by every policy; a mutating review's is made anew for
 // each evaluation.
+package objectval
 
-// objectValue is the CEL value of v, a value of an unstructured object.
-func objectValue(v any) ref.Val { return shapedValue(v, nil) }
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 
-// shapedValue is the CEL value of v, a part of an object of shape s (nil
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+)
+
+// Of is the CEL value of v, a value of an unstructured object.
+func Of(v any) ref.Val { return Shaped(v, nil) }
+
+// Shaped is the CEL value of v, a part of an object of shape s (nil
 // for a custom resource's, or a part read as unstructured).
-func shapedValue(v any, s *shape) ref.Val {
+func Shaped(v any, s *Shape) ref.Val {
 	switch v := v.(type) {
 	case map[string]any:
 		return &objectMap{m: v, shape: s}
@@ -59,7 +62,7 @@ const smallMap = 4
 
 type objectMap struct {
 	m     map[string]any
-	shape *shape
+	shape *Shape
 	cel   traits.Mapper // cel-go's value of m, or upstream's typed one, once needed
 	nfew  int
 	few   [smallMap]objectField
@@ -109,7 +112,7 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 			}
 		}
 	}
-	v := shapedValue(raw, o.shape.field(name))
+	v := Shaped(raw, o.shape.field(name))
 	switch {
 	case o.many != nil:
 		o.many[name] = v
@@ -209,7 +212,7 @@ func (o *objectMap) String() string                   { return fmt.Sprint(o.upst
 
 type objectList struct {
 	s     []any
-	shape *shape
+	shape *Shape
 	cel   traits.Lister // cel-go's value of s, or upstream's typed one, once needed
 	elems []ref.Val
 }
@@ -235,7 +238,7 @@ func (l *objectList) elem(i int) ref.Val {
 		l.elems = make([]ref.Val, len(l.s))
 	}
 	if l.elems[i] == nil {
-		l.elems[i] = shapedValue(l.s[i], l.shape.element())
+		l.elems[i] = Shaped(l.s[i], l.shape.element())
 	}
 	return l.elems[i]
 }

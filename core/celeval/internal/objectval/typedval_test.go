@@ -1,4 +1,4 @@
-package celeval
+package objectval
 
 import (
 	"encoding/json"
@@ -123,12 +123,12 @@ func TestTypedObjectValueMatchesUpstream(t *testing.T) {
 	want := func() (ref.Val, ref.Val) {
 		return upstreamTyped(t, obj, &corev1.Pod{}), upstreamTyped(t, old, &corev1.Pod{})
 	}
-	s := kindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	s := KindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	if s == nil {
 		t.Fatal("Pod has no shape")
 	}
 	exprs := append(append([]string{}, objectExprs...), typedExprs...)
-	shared, sharedOld := shapedValue(obj, s), shapedValue(old, s)
+	shared, sharedOld := Shaped(obj, s), Shaped(old, s)
 	for i, prog := range programs(t, exprs) {
 		up, upOld := want()
 		w := evalTyped(prog, up, upOld)
@@ -177,14 +177,14 @@ func TestKindShapes(t *testing.T) {
 		{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "batch", Version: "v1", Kind: "CronJob"},
 		{Group: "autoscaling", Version: "v1", Kind: "Scale"}, {Group: "policy", Version: "v1", Kind: "Eviction"},
 	} {
-		if kindShape(gvk) == nil {
+		if KindShape(gvk) == nil {
 			t.Errorf("%v has no shape", gvk)
 		}
 	}
-	if s := kindShape(schema.GroupVersionKind{Group: "rules.admitfn.io", Version: "v1", Kind: "Limit"}); s != nil {
+	if s := KindShape(schema.GroupVersionKind{Group: "rules.admitfn.io", Version: "v1", Kind: "Limit"}); s != nil {
 		t.Errorf("a custom resource has shape %v", s.t)
 	}
-	pod := kindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	pod := KindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	for path, want := range map[string]reflect.Type{
 		"spec":                   reflect.TypeFor[corev1.PodSpec](),
 		"spec.containers":        reflect.TypeFor[[]corev1.Container](),
@@ -220,7 +220,7 @@ func TestKindShapes(t *testing.T) {
 			t.Errorf("%s: shape %v, want unstructured", path, s.t)
 		}
 	}
-	if s := kindShape(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}); s.field("spec").t != reflect.TypeFor[appsv1.DeploymentSpec]() {
+	if s := KindShape(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}); s.field("spec").t != reflect.TypeFor[appsv1.DeploymentSpec]() {
 		t.Errorf("Deployment spec: %v", s.field("spec").t)
 	}
 }
@@ -242,8 +242,8 @@ func splitPath(p string) []string {
 // failing: kube-apiserver would have refused it before admission.
 func TestTypedValueFallsBack(t *testing.T) {
 	obj := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a", "ports": []any{map[string]any{"containerPort": "eighty"}}}}}}
-	s := kindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
-	v := shapedValue(obj, s).(*objectMap)
+	s := KindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	v := Shaped(obj, s).(*objectMap)
 	spec := v.Get(types.String("spec")).(*objectMap)
 	if got := spec.Equal(types.DefaultTypeAdapter.NativeToValue(obj["spec"])); got != types.True {
 		t.Fatalf("spec == its unstructured value: %v", got)
@@ -268,7 +268,7 @@ func FuzzTypedObjectValue(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	progs := programs(f, typedFuzzExprs)
-	s := kindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	s := KindShape(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	f.Fuzz(func(t *testing.T, objJSON, oldJSON string) {
 		obj, okObj := sentPod(objJSON)
 		old, okOld := sentPod(oldJSON)
@@ -276,7 +276,7 @@ func FuzzTypedObjectValue(f *testing.F) {
 			return
 		}
 		up, upOld := upstreamTyped(t, obj, &corev1.Pod{}), upstreamTyped(t, old, &corev1.Pod{})
-		shared, sharedOld := shapedValue(obj, s), shapedValue(old, s)
+		shared, sharedOld := Shaped(obj, s), Shaped(old, s)
 		for i, prog := range progs {
 			want := evalTyped(prog, up, upOld)
 			if got := evalTyped(prog, shared, sharedOld); got != want {
