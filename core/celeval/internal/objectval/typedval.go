@@ -44,6 +44,13 @@ import (
 // of that part, decoded into its Go type when first needed (typedValue).
 // Custom resources have no Go type and keep cel-go's unstructured value.
 //
+// k8s.io/apiserver's own TestJSONPatch ("jsonPatch with list concatenation
+// between structured object and typed type (structured + typed)") expects
+// `[Object…{…}] + object.spec…containers` to apply: it evaluates no
+// condition first, so its object is unstructured. kube-apiserver 1.37.2
+// refuses it once a condition has run; admitfn follows the binary (the
+// jsonpatch-concat-object-list parity cases in test/e2e).
+//
 // Kinds served by kube-apiserver but not in client-go's scheme
 // (CustomResourceDefinition, APIService) are read as unstructured: a
 // difference docs/differences.md names.
