@@ -50,7 +50,7 @@ type Compiler struct {
 	// exactCost: every expression is evaluated with cost tracking, as
 	// upstream does (ExactCost).
 	exactCost bool
-	// linearFrom: see LinearTrackingFrom; noBounds: LinearCost.
+	// linearFrom: see linearTrackingFrom; noBounds: LinearCost.
 	linearFrom int
 	noBounds   bool
 }
@@ -62,11 +62,11 @@ type Option func(*Compiler)
 // kube-apiserver does. Without it, a condition set that a bound proves
 // within its per-call limits and budget on a review is evaluated without
 // (costbound.go), and tracked evaluations on reviews with long lists are
-// tracked linearly (LinearTrackingFrom): the same decisions, errors and
+// tracked linearly (linearTrackingFrom): the same decisions, errors and
 // budget outcomes, in less time.
 func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
 
-// LinearTrackingFrom sets the longest list in a review's inputs (objects,
+// linearTrackingFrom sets the longest list in a review's inputs (objects,
 // request, params, namespace) from which an expression evaluated with cost
 // tracking is tracked by admitfn's linear tracker (lineartrack.go): the same
 // costs in the same order as cel-go's tracker, in time that grows with the
@@ -74,7 +74,7 @@ func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
 // serves (planning the linear program costs a compile, paid once per
 // expression). Negative: never. Without ExactCost only; the default is
 // DefaultLinearTrackingFrom.
-func LinearTrackingFrom(n int) Option { return func(c *Compiler) { c.linearFrom = n } }
+func linearTrackingFrom(n int) Option { return func(c *Compiler) { c.linearFrom = n } }
 
 // LinearCost evaluates every expression with cost tracking, by the linear
 // tracker wherever it can plan it, and never without: a measure of the

@@ -614,7 +614,7 @@ var linearOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 })
 
 // DefaultLinearTrackingFrom is the longest list in a review's inputs from
-// which its tracked evaluations are tracked linearly (LinearTrackingFrom).
+// which its tracked evaluations are tracked linearly (linearTrackingFrom).
 const DefaultLinearTrackingFrom = 1024
 
 // linearProgram is p planned with linear cost tracking, planned on first

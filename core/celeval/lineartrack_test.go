@@ -101,7 +101,7 @@ func TestLinearTrackingThreshold(t *testing.T) {
 	if _, _, ok, _ := evalTracked(context.Background(), int64(p.linearFrom), act, p); !ok || p.linear == nil {
 		t.Errorf("at the threshold: no linear program")
 	}
-	p = compileBounded(t, `object.spec.containers.all(c, c.name != '')`, LinearTrackingFrom(-1))
+	p = compileBounded(t, `object.spec.containers.all(c, c.name != '')`, linearTrackingFrom(-1))
 	if _, _, ok, _ := evalTracked(context.Background(), 1<<40, act, p); !ok || p.linear != nil {
 		t.Errorf("never: planned a linear program")
 	}
