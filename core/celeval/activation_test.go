@@ -2,13 +2,21 @@ package celeval
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 )
@@ -72,5 +80,51 @@ func TestVariablesBuiltWhenRead(t *testing.T) {
 	}
 	if got := m.Equal(v2.(ref.Val)); got != types.True {
 		t.Fatalf("variables == variables is %v", got)
+	}
+}
+
+// Params of a built-in kind are what each upstream dispatcher gives CEL:
+// the validating one wraps the informer's typed object so that CEL reads it
+// unstructured with the paramKind's apiVersion and kind (the bundle's
+// object as it is); the mutating one gives the typed object, read through
+// its Go type, without apiVersion and kind (the informer keeps none).
+// A custom resource's params are unstructured in both.
+func TestParamsAsTheDispatchersGiveThem(t *testing.T) {
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "p"}, "data": map[string]any{"a": "1"}}}
+	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Data: map[string]string{"a": "1"}}
+	crd := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rules.admitfn.io/v1", "kind": "Limit", "metadata": map[string]any{"name": "p"}, "max": int64(3)}}
+	env, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable(plugincel.ParamsVarName, cel.DynType)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(expr string, params ref.Val) string {
+		e, _ := env.Env(environment.NewExpressions)
+		ast, iss := e.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		prog, _ := e.Program(ast)
+		out, _, err := prog.Eval(map[string]any{plugincel.ParamsVarName: params})
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprint(out)
+	}
+	for _, expr := range []string{`has(params.kind) ? params.kind : "none"`, `params.data[1]`, `optional.ofNonZeroValue(params.metadata).hasValue()`, `params.data == {"a": "1"}`} {
+		if got, want := eval(expr, paramsValue(cm, false)), eval(expr, celcommon.SchemalessTypedToVal(cm)); got != want {
+			t.Errorf("validating, %s: %s, want %s", expr, got, want)
+		}
+		if got, want := eval(expr, paramsValue(cm, true)), eval(expr, celcommon.SchemalessTypedToVal(typed)); got != want {
+			t.Errorf("mutating, %s: %s, want %s", expr, got, want)
+		}
+	}
+	if got := eval(`has(params.kind) ? params.kind : "none"`, paramsValue(cm, true)); got != "none" {
+		t.Errorf("a mutating policy's built-in params have kind %s", got)
+	}
+	if got := eval(`params.kind`, paramsValue(crd, true)); got != "Limit" {
+		t.Errorf("a custom resource's params: kind %s", got)
 	}
 }

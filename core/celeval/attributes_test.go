@@ -67,7 +67,7 @@ func TestSharedRequestValueMatchesUpstreamConversion(t *testing.T) {
 	// And the fallback path, for attributes admitfn did not build, converts
 	// per call exactly like upstream.
 	plain := &admission.VersionedAttributes{Attributes: attrs.Attributes, VersionedKind: attrs.GetKind(), VersionedObject: admission.NewLazyObject(req.Object), VersionedOldObject: admission.NewLazyObject(req.OldObject)}
-	act, err := newActivation(plain, upstreamReq, plugincel.OptionalVariableBindings{}, nil)
+	act, err := newActivation(plain, upstreamReq, plugincel.OptionalVariableBindings{}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,8 @@ type condition struct {
 	// mutation: a mutation's expression, which upstream evaluates without
 	// switching the objects to their Go types (plugincel.mutation.go).
 	mutation bool
+	// typedParams: a MutatingAdmissionPolicy's expression (paramsValue).
+	typedParams bool
 }
 
 var _ plugincel.ConditionEvaluator = (*condition)(nil)
@@ -65,7 +67,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 		//nolint:staticcheck // as above.
 		versionedAttr.VersionedOldObject.UseSchemalessTypeRef = true
 	}
-	act, err := newActivation(versionedAttr, request, inputs, namespace)
+	act, err := newActivation(versionedAttr, request, inputs, namespace, c.typedParams)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -223,11 +225,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-func newActivation(versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace) (*activation, error) {
+func newActivation(versionedAttr *admission.VersionedAttributes, request *admissionv1.AdmissionRequest, inputs plugincel.OptionalVariableBindings, namespace *corev1.Namespace, typedParams bool) (*activation, error) {
 	var err error
 	act := &activation{}
 	if inputs.VersionedParams != nil {
-		act.params = paramsValue(inputs.VersionedParams)
+		act.params = paramsValue(inputs.VersionedParams, typedParams)
 	}
 	if inputs.Authorizer != nil {
 		act.authorizer = library.NewAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer)
@@ -261,14 +263,23 @@ func newActivation(versionedAttr *admission.VersionedAttributes, request *admiss
 	return act, nil
 }
 
-// paramsValue is the CEL `params`, as upstream's SchemalessTypedToVal
-// reads it: kube-apiserver's informers hold a built-in kind's params (a
-// ConfigMap) as its Go type, which admitfn's bundle holds as unstructured,
-// so those are read through their shape (internal/objectval).
-func paramsValue(p runtime.Object) ref.Val {
-	if u, ok := p.(*unstructured.Unstructured); ok {
+// paramsValue is the CEL `params` as upstream's dispatchers give it.
+// kube-apiserver's informers hold a built-in param kind (a ConfigMap) as its
+// Go type, without apiVersion and kind. The validating dispatcher wraps it
+// so that CEL reads it unstructured with the paramKind's apiVersion and
+// kind (validating.wrappedParam), which is what the bundle's object is;
+// the mutating dispatcher does not, so a MutatingAdmissionPolicy reads it
+// through its Go type (internal/objectval), with no apiVersion or kind.
+func paramsValue(p runtime.Object, typed bool) ref.Val {
+	if u, ok := p.(*unstructured.Unstructured); ok && typed {
 		if s := objectval.KindShape(u.GroupVersionKind()); s != nil {
-			return objectval.Shaped(u.Object, s)
+			fields := make(map[string]any, len(u.Object))
+			for k, v := range u.Object {
+				if k != "apiVersion" && k != "kind" {
+					fields[k] = v
+				}
+			}
+			return objectval.Shaped(fields, s)
 		}
 	}
 	return celcommon.SchemalessTypedToVal(p)
@@ -378,6 +389,15 @@ func NewConditionEvaluator(vars *Variables, results []plugincel.CompilationResul
 	return newCondition(vars, results)
 }
 
+// NewMutatingConditionEvaluator is NewConditionEvaluator for a
+// MutatingAdmissionPolicy's match conditions: its params are read as the
+// mutating dispatcher gives them (paramsValue).
+func NewMutatingConditionEvaluator(vars *Variables, results []plugincel.CompilationResult) plugincel.ConditionEvaluator {
+	c := newCondition(vars, results)
+	c.typedParams = true
+	return c
+}
+
 func newCondition(vars *Variables, results []plugincel.CompilationResult) *condition {
 	if vars == nil {
 		vars = NewVariables()
@@ -424,7 +444,7 @@ func unboundable(r plugincel.CompilationResult) bool {
 // (an ApplyConfiguration or a JSONPatch), as upstream's patchers call it.
 func NewMutatingEvaluator(vars *Variables, result plugincel.CompilationResult) plugincel.MutatingEvaluator {
 	c := newCondition(vars, []plugincel.CompilationResult{result})
-	c.mutation = true
+	c.mutation, c.typedParams = true, true
 	return mutatingEvaluator{c}
 }
 

@@ -68,7 +68,7 @@ func CompileWith(compiler celeval.PolicyCompiler, p *admissionregistrationv1.Mut
 			results[i] = check(compiler.CompileCELExpression(accessor, vars, mode), spec.Child("matchConditions").Index(i).Child("expression"))
 		}
 		// "validate" is what upstream passes here too: it only labels metrics.
-		matcher = reviewMatcher{matchconditions.NewMatcher(celeval.NewConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)}
+		matcher = reviewMatcher{matchconditions.NewMatcher(celeval.NewMutatingConditionEvaluator(variables, results), p.Spec.FailurePolicy, "policy", "validate", p.Name)}
 	}
 
 	// Expressions are compiled as written, untrimmed, as upstream's

@@ -175,6 +175,12 @@ func mutatingCases() []mutatingCase {
 			mapDoc("b-patch.mparity.admitfn.io", deployCreate+"reinvocationPolicy: Never\n"+patchOps(sameContainers)) + mapBindingDoc("b-patch", "b-patch.mparity.admitfn.io", ""),
 			requests: []parityRequest{create(deployDoc("two"))}},
 		// A built-in paramKind used once in the suite (kubernetes/kubernetes#130887).
+		// The mutating dispatcher reads its params through their Go type,
+		// as the informer holds them: without apiVersion and kind.
+		{name: "typed-params-have-no-kind", bundle: mutating("typed-params-have-no-kind", "paramKind: {apiVersion: node.k8s.io/v1, kind: RuntimeClass}\n"+cmCreateUpdate+
+			"matchConditions: [{name: kindless, expression: '!has(params.kind)'}]\n"+apply(`Object{data: {"kind": params.?kind.orValue("none"), "handler": params.handler}}`), "paramRef: {name: typed-params, parameterNotFoundAction: Deny}") +
+			"---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: typed-params}\nhandler: runc\n",
+			requests: []parityRequest{create(cm("k", nil))}},
 		{name: "jsonpatch-typed-params", bundle: mutating("jsonpatch-typed-params", "paramKind: {apiVersion: networking.k8s.io/v1, kind: IngressClass}\n"+cmCreateUpdate+patchOps(
 			`[JSONPatch{op: "add", path: "/metadata/annotations", value: params.metadata.labels}]`), "paramRef: {name: typed-params, parameterNotFoundAction: Deny}") +
 			"---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: typed-params, labels: {tier: low}}\nspec: {controller: example.com/ingress}\n",

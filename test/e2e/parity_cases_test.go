@@ -309,7 +309,9 @@ func parityCases() []parityCase {
 		{name: "untyped-custom-resource-int-key", bundle: simple("untyped-custom-resource-int-key", "matchConstraints:\n  resourceRules: [{apiGroups: [rules.admitfn.io], apiVersions: [v1], operations: [CREATE], resources: [limits]}]\nvalidations: [{expression: 'object[1] == 1'}]", ""),
 			requests: []parityRequest{dry(limit("l", 1))}},
 		// A built-in paramKind used once in the suite (kubernetes/kubernetes#130887, above).
-		{name: "typed-params", bundle: simple("typed-params", "paramKind: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}\n"+deployRules+"validations: [{expression: \"params.metadata.labels[1] == 'x'\"}]",
+		// The validating dispatcher reads its params unstructured (the
+		// mutating one does not: mutating_test.go).
+		{name: "params-of-built-in-kind-unstructured", bundle: simple("params-of-built-in-kind-unstructured", "paramKind: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}\n"+deployRules+"validations: [{expression: \"params.metadata.labels[1] == 'x'\"}]",
 			"validationActions: [Deny]\nparamRef: {name: typed-params, parameterNotFoundAction: Deny}") + "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: typed-params, labels: {tier: low}}\nvalue: 10\n",
 			requests: []parityRequest{dry(deploy("d", 1, "nginx"))}},
 
