@@ -186,7 +186,7 @@ run-lambda: ## the Lambda bootstrap serving ADMITFN_POLICIES behind a Function U
 # finds stays in the Go build cache, failures land in testdata/fuzz/.
 FUZZ_TARGETS := ./core/review:FuzzDecode ./core/policy:FuzzParse ./core/policy:FuzzParseRoute \
 	./adapters/httpadapter:FuzzServeHTTP ./adapters/awslambda:FuzzInvoke ./adapters/awslambda:FuzzEventDecode \
-	./core/celeval:FuzzObjectValue ./core/validate:FuzzCostBound
+	./core/celeval/internal/objectval:FuzzObjectValue ./core/celeval/internal/objectval:FuzzTypedObjectValue ./core/validate:FuzzCostBound
 FUZZTIME ?= 60s
 SOAK_CLIENTS ?= 8
 SOAK_DURATION ?= 60s

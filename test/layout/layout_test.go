@@ -103,3 +103,65 @@ func TestContributingLayout(t *testing.T) {
 		t.Errorf("%d directories listed: the tree was not read", len(listed))
 	}
 }
+
+// Every fuzz target in the repository is in the Makefile's FUZZ_TARGETS,
+// which make fuzz and CI's fuzz-short run, and every listed one exists: go
+// test -fuzz that matches nothing passes without a word, so a moved or
+// renamed target would silently stop being fuzzed.
+func TestFuzzTargetsListed(t *testing.T) {
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	var list string
+	for _, line := range strings.SplitAfter(string(makefile), "\n") {
+		if strings.HasPrefix(line, "FUZZ_TARGETS :=") || (list != "" && strings.HasSuffix(strings.TrimRight(list, "\n"), "\\")) {
+			list += line
+		}
+	}
+	for _, f := range strings.Fields(strings.TrimPrefix(list, "FUZZ_TARGETS :=")) {
+		if f != "\\" {
+			listed[f] = true
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("no FUZZ_TARGETS in the Makefile")
+	}
+	found := map[string]bool{}
+	err = filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "dist" || d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(src), "\n") {
+			if name, ok := strings.CutPrefix(line, "func Fuzz"); ok && strings.Contains(name, "(f *testing.F)") {
+				dir, _ := filepath.Rel("../..", filepath.Dir(path))
+				found["./"+filepath.ToSlash(dir)+":Fuzz"+name[:strings.Index(name, "(")]] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := range found {
+		if !listed[f] {
+			t.Errorf("fuzz target %s is not in the Makefile's FUZZ_TARGETS", f)
+		}
+	}
+	for f := range listed {
+		if !found[f] {
+			t.Errorf("FUZZ_TARGETS lists %s, which is no fuzz target", f)
+		}
+	}
+}
