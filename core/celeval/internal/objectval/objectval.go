@@ -40,6 +40,24 @@ import (
 // Of is the CEL value of v, a value of an unstructured object.
 func Of(v any) ref.Val { return Shaped(v, nil) }
 
+// shapeFor is the shape of raw, a field name of a map of shape s or, with
+// no name, an element of a list of shape s; looked up only for what a
+// shape changes (maps, lists, integers that may be floats): most reads are
+// of strings.
+func shapeFor(raw any, s *Shape, name string) *Shape {
+	if s == nil {
+		return nil
+	}
+	switch raw.(type) {
+	case map[string]any, []any, int64:
+		if name == "" {
+			return s.element()
+		}
+		return s.field(name)
+	}
+	return nil
+}
+
 // Shaped is the CEL value of v, a part of an object of shape s (nil
 // for a custom resource's, or a part read as unstructured).
 func Shaped(v any, s *Shape) ref.Val {
@@ -112,7 +130,7 @@ func (o *objectMap) field(name string, raw any) ref.Val {
 			}
 		}
 	}
-	v := Shaped(raw, o.shape.field(name))
+	v := Shaped(raw, shapeFor(raw, o.shape, name))
 	switch {
 	case o.many != nil:
 		o.many[name] = v
@@ -238,7 +256,7 @@ func (l *objectList) elem(i int) ref.Val {
 		l.elems = make([]ref.Val, len(l.s))
 	}
 	if l.elems[i] == nil {
-		l.elems[i] = Shaped(l.s[i], l.shape.element())
+		l.elems[i] = Shaped(l.s[i], shapeFor(l.s[i], l.shape, ""))
 	}
 	return l.elems[i]
 }
@@ -269,8 +287,10 @@ func (l *objectList) Add(other ref.Val) ref.Val {
 		for i := range l.s {
 			elems = append(elems, l.elem(i))
 		}
-		for it := o.Iterator(); it.HasNext() == types.True; {
-			elems = append(elems, it.Next())
+		// Upstream iterates the other list; reading it by index gives
+		// the same elements without an iterator.
+		for i := types.IntZero; i < n; i++ {
+			elems = append(elems, o.Get(i))
 		}
 		return types.NewRefValList(types.DefaultTypeAdapter, elems)
 	}
