@@ -170,6 +170,9 @@ func mutatingCases() []mutatingCase {
 		{name: "apply-object-list-after-condition", bundle: mutating("apply-object-list-after-condition", deployCreate+always+apply(
 			`Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{initContainers: object.spec.template.spec.containers.map(c, Object.spec.template.spec.initContainers{name: "init-" + c.name, image: c.image})}}}}`), ""),
 			requests: []parityRequest{create(deployDoc("applied"))}},
+		{name: "apply-object-list-as-is-after-condition", bundle: mutating("apply-object-list-as-is-after-condition", deployCreate+always+apply(
+			`Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{containers: object.spec.template.spec.containers}}}}`), ""),
+			requests: []parityRequest{create(deployDoc("as-is"))}},
 		{name: "typed-after-another-policys-condition", bundle: mapDoc("a-condition.mparity.admitfn.io", deployCreate+always+"reinvocationPolicy: Never\n"+apply(`Object{metadata: Object.metadata{labels: {"checked": "yes"}}}`)) +
 			mapBindingDoc("a-condition", "a-condition.mparity.admitfn.io", "") + "---\n" +
 			mapDoc("b-patch.mparity.admitfn.io", deployCreate+"reinvocationPolicy: Never\n"+patchOps(sameContainers)) + mapBindingDoc("b-patch", "b-patch.mparity.admitfn.io", ""),
