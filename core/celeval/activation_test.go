@@ -93,21 +93,8 @@ func TestParamsAsTheDispatchersGiveThem(t *testing.T) {
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "p"}, "data": map[string]any{"a": "1"}}}
 	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Data: map[string]string{"a": "1"}}
 	crd := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rules.admitfn.io/v1", "kind": "Limit", "metadata": map[string]any{"name": "p"}, "max": int64(3)}}
-	env, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        []cel.EnvOption{cel.Variable(plugincel.ParamsVarName, cel.DynType)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	eval := func(expr string, params ref.Val) string {
-		e, _ := env.Env(environment.NewExpressions)
-		ast, iss := e.Compile(expr)
-		if iss.Err() != nil {
-			t.Fatal(iss.Err())
-		}
-		prog, _ := e.Program(ast)
-		out, _, err := prog.Eval(map[string]any{plugincel.ParamsVarName: params})
+		out, _, err := program(t, expr, plugincel.ParamsVarName).Eval(map[string]any{plugincel.ParamsVarName: params})
 		if err != nil {
 			return "error " + err.Error()
 		}
@@ -127,4 +114,64 @@ func TestParamsAsTheDispatchersGiveThem(t *testing.T) {
 	if got := eval(`params.kind`, paramsValue(crd, true)); got != "Limit" {
 		t.Errorf("a custom resource's params: kind %s", got)
 	}
+}
+
+// A mutating review's object value is kept, as upstream's LazyObject keeps
+// it, until the object is replaced: read before a condition switched the
+// object to its Go type, it stays unstructured; the next object, read
+// after, is typed (a built-in kind); with no switch it is upstream's.
+func TestMutatingValueKeptUntilReplaced(t *testing.T) {
+	req := decodePod(t)
+	attrs := NewAttributes(req)
+	lazy := admission.NewLazyObject(req.Object)
+	zero := `optional.ofNonZeroValue(object.spec.containers[0].lifecycle).hasValue()`
+	req.Object.Object["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["lifecycle"] = map[string]any{}
+	prog := program(t, zero, plugincel.ObjectVarName, plugincel.OldObjectVarName)
+	eval := func() string {
+		v, err := attrs.celObject(&lazy, &attrs.object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := prog.Eval(map[string]any{plugincel.ObjectVarName: v, plugincel.OldObjectVarName: nil})
+		return fmt.Sprint(out, err)
+	}
+	before := eval()
+	if want, _ := lazy.CELValue(); before != "false <nil>" || want == nil {
+		t.Fatalf("before the switch: %s, want false (unstructured, as upstream's %T)", before, want)
+	}
+	lazy.UseSchemalessTypeRef = true //nolint:staticcheck // upstream's switch, set as a condition sets it.
+	if got := eval(); got != before {
+		t.Fatalf("after the switch, same object: %s, want the kept %s", got, before)
+	}
+	lazy.Set(req.Object.DeepCopy())
+	if got := eval(); got != "true <nil>" {
+		t.Fatalf("after the switch, a new object: %s, want true (typed: a struct is never zero)", got)
+	}
+}
+
+// program compiles expr in kube-apiserver's base environment with vars
+// declared dyn.
+func program(t *testing.T, expr string, vars ...string) cel.Program {
+	t.Helper()
+	var opts []cel.EnvOption
+	for _, v := range vars {
+		opts = append(opts, cel.Variable(v, cel.DynType))
+	}
+	set, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := set.Env(environment.NewExpressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatal(iss.Err())
+	}
+	prog, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prog
 }

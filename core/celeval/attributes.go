@@ -3,6 +3,7 @@ package celeval
 import (
 	"fmt"
 	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
+	"slices"
 
 	"github.com/google/cel-go/common/types/ref"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,8 @@ type Attributes struct {
 	// and their CEL values (objectval.Of) are shared by every policy.
 	shareObjects      bool
 	object, oldObject sharedObject
+	// lazyVals are a mutating review's object values (lazyValue).
+	lazyVals []lazyVal
 	// memos are what policy evaluations remember of their variables
 	// (variables.go); only a validating review has them.
 	memos map[memoKey][]*variableMemo
@@ -144,15 +147,46 @@ func (a *Attributes) celObject(lazy *admission.LazyObject, shared *sharedObject)
 		s = objectval.KindShape(u.GroupVersionKind())
 	}
 	if !a.shareObjects {
-		if s == nil {
-			return lazy.CELValue()
-		}
-		return objectval.Shaped(u.Object, s), nil
+		return a.lazyValue(lazy, u, s)
 	}
 	if shared.src != u || shared.shape != s {
 		*shared = sharedObject{src: u, shape: s, val: objectval.Shaped(u.Object, s)}
 	}
 	return shared.val, nil
+}
+
+// lazyValue is the value of a mutating review's object as upstream's
+// LazyObject keeps it: computed on first use (typed when shape s is given)
+// and kept until the object is replaced, so a value read before any
+// condition switched the object to its Go type stays unstructured, as in
+// kube-apiserver.
+func (a *Attributes) lazyValue(lazy *admission.LazyObject, u *unstructured.Unstructured, s *objectval.Shape) (ref.Val, error) {
+	i := slices.IndexFunc(a.lazyVals, func(v lazyVal) bool { return v.lazy == lazy })
+	if i >= 0 && a.lazyVals[i].src == u {
+		return a.lazyVals[i].val, nil
+	}
+	var v ref.Val
+	if s != nil {
+		v = objectval.Shaped(u.Object, s)
+	} else {
+		var err error
+		if v, err = lazy.CELValue(); err != nil {
+			return nil, err
+		}
+	}
+	if i < 0 {
+		a.lazyVals = append(a.lazyVals, lazyVal{lazy: lazy})
+		i = len(a.lazyVals) - 1
+	}
+	a.lazyVals[i].src, a.lazyVals[i].val = u, v
+	return v, nil
+}
+
+// lazyVal is a mutating review's object value, with the object it is of.
+type lazyVal struct {
+	lazy *admission.LazyObject
+	src  runtime.Object
+	val  ref.Val
 }
 
 // celNamespace is the CEL `namespaceObject`: the namespace the request

@@ -173,10 +173,10 @@ func mutatingCases() []mutatingCase {
 		{name: "apply-object-list-as-is-after-condition", bundle: mutating("apply-object-list-as-is-after-condition", deployCreate+always+apply(
 			`Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{containers: object.spec.template.spec.containers}}}}`), ""),
 			requests: []parityRequest{create(deployDoc("as-is"))}},
-		{name: "typed-after-another-policys-condition", bundle: mapDoc("a-condition.mparity.admitfn.io", deployCreate+always+"reinvocationPolicy: Never\n"+apply(`Object{metadata: Object.metadata{labels: {"checked": "yes"}}}`)) +
-			mapBindingDoc("a-condition", "a-condition.mparity.admitfn.io", "") + "---\n" +
-			mapDoc("b-patch.mparity.admitfn.io", deployCreate+"reinvocationPolicy: Never\n"+patchOps(sameContainers)) + mapBindingDoc("b-patch", "b-patch.mparity.admitfn.io", ""),
-			requests: []parityRequest{create(deployDoc("two"))}},
+		// Whether a policy sees another's condition's switch depends on
+		// their order, which kube-apiserver takes from a Go map (no fixed
+		// order), so no parity case pairs two policies for it
+		// (TestMutatingValueKeptUntilReplaced holds admitfn's side).
 		// A built-in paramKind used once in the suite (kubernetes/kubernetes#130887).
 		// The mutating dispatcher reads its params through their Go type,
 		// as the informer holds them: without apiVersion and kind.
