@@ -30,6 +30,7 @@
 package celeval
 
 import (
+	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
 	"sync"
 
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -88,7 +89,7 @@ func (c *Compiler) TracksEveryCost() bool { return c.exactCost }
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler(opts ...Option) *Compiler {
 	c := &Compiler{
-		env:        boundedBase(),
+		env:        bounded.Base(),
 		linearFrom: DefaultLinearTrackingFrom,
 		envs:       map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
 		shared:     map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
@@ -133,3 +134,7 @@ type ExpressionError struct {
 func (e *ExpressionError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 func (e *ExpressionError) Unwrap() error { return e.Err }
+
+// MaxResultBytes bounds the string one call of a function may build
+// (internal/bounded).
+const MaxResultBytes = bounded.MaxResultBytes

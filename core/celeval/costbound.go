@@ -1,6 +1,7 @@
 package celeval
 
 import (
+	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
 	"math"
 	"math/bits"
 	"slices"
@@ -37,7 +38,7 @@ import (
 // string. cel-go's static cost estimator then prices the expression with
 // those sizes, and sizeEstimator prices the calls Kubernetes' library
 // charges for by their runtime formulas. An expression that calls a
-// function whose result sizer cannot size, or an amplifying one (bounded.go:
+// function whose result sizer cannot size, or an amplifying one (internal/bounded:
 // its extra cost is admitfn's), or reads `variables` whole, has no bound.
 // Bounds are computed once per pair of powers of two over L and T
 // (sizeClass) and kept.
@@ -593,7 +594,7 @@ func (s *sizer) call(e ast.Expr) extent {
 	}
 	var x extent
 	for _, id := range ids {
-		if a, ok := amplifiers[id]; ok && !a.charged {
+		if bounded.Uncharged(id) {
 			s.unpriced = true
 		}
 		r, ok := callExtent(id, target, args)

@@ -58,7 +58,7 @@ func TestUntrackedProgram(t *testing.T) {
 	}
 }
 
-// The functions whose cost admitfn raises (bounded.go) have no bound: the
+// The functions whose cost admitfn raises (internal/bounded) have no bound: the
 // estimator does not know their extra cost.
 func TestAmplifiersAreNeverBounded(t *testing.T) {
 	k := classOf(8, 8)

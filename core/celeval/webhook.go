@@ -3,6 +3,7 @@ package celeval
 import (
 	"errors"
 	"fmt"
+	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
 	"slices"
 	"sync"
 
@@ -67,14 +68,14 @@ func CheckWebhookCondition(expr string) (cost uint64, err error) {
 // once per process.
 var (
 	webhookEnv = sync.OnceValues(func() (*cel.Env, error) {
-		env, err := envFor(boundedBase(), webhookConditionOpts)
+		env, err := envFor(bounded.Base(), webhookConditionOpts)
 		if err != nil {
 			return nil, err
 		}
 		return env.Env(environment.NewExpressions)
 	})
 	parseEnv = sync.OnceValues(func() (*cel.Env, error) {
-		env, err := envFor(boundedBase(), plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
+		env, err := envFor(bounded.Base(), plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,10 @@
-package celeval
+// Package bounded is kube-apiserver's base CEL environment with bounds on
+// the functions that build values far larger than their arguments
+// (replace, format, join, lists.range): what one call may build, and a
+// cost for what it builds beyond what upstream prices. celeval compiles
+// every expression in Base; its cost bound treats the calls Uncharged
+// reports as having no bound.
+package bounded
 
 import (
 	"fmt"
@@ -330,11 +336,19 @@ func bounded(base *environment.EnvSet) (*environment.EnvSet, error) {
 	})
 }
 
-// boundedBase is upstream's base environment with the bounds above.
-var boundedBase = sync.OnceValue(func() *environment.EnvSet {
+// Base is upstream's base environment with the bounds above.
+var Base = sync.OnceValue(func() *environment.EnvSet {
 	env, err := bounded(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
 		panic(fmt.Sprintf("bounded CEL environment: %v", err))
 	}
 	return env
 })
+
+// Uncharged reports whether overloadID is an amplifying overload whose
+// extra cost admitfn adds (upstream's cost does not grow with its result):
+// a static estimate of an expression calling it is no bound.
+func Uncharged(overloadID string) bool {
+	a, ok := amplifiers[overloadID]
+	return ok && !a.charged
+}
