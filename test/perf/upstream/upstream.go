@@ -68,6 +68,5 @@ import (
 	_ "k8s.io/kube-openapi/pkg/validation/spec"
 	_ "sigs.k8s.io/json"
 	_ "sigs.k8s.io/structured-merge-diff/v6/typed"
-	_ "sigs.k8s.io/structured-merge-diff/v6/value"
 	_ "sigs.k8s.io/yaml"
 )

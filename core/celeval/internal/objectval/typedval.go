@@ -3,6 +3,7 @@ package objectval
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/common/types"
@@ -11,7 +12,6 @@ import (
 	celcommon "k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
-	smdvalue "sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
 // Typed objects.
@@ -103,7 +103,7 @@ func shapeOf(t reflect.Type) *Shape {
 // pointers are followed; a byte slice is a string.
 func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
 	for {
-		if smdvalue.TypeReflectEntryOf(t).CanConvertToUnstructured() {
+		if convertsItself(t) {
 			return nil
 		}
 		if t.Kind() != reflect.Pointer {
@@ -123,12 +123,11 @@ func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
 	case reflect.Struct:
 		s := &Shape{t: t, fields: map[string]*Shape{}}
 		built[t] = s
-		zero := reflect.New(t).Elem()
-		for name, f := range smdvalue.TypeReflectEntryOf(t).Fields() {
-			if fs := buildShape(f.GetFrom(zero).Type(), built); fs != nil {
+		structFields(t, func(name string, ft reflect.Type) {
+			if fs := buildShape(ft, built); fs != nil {
 				s.fields[name] = fs
 			}
-		}
+		})
 		return s
 	case reflect.Map:
 		s := &Shape{t: t}
@@ -148,6 +147,50 @@ func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
 	// gives, which Of reads as cel-go does.
 	return nil
 }
+
+// structFields calls f with the JSON name and type of each field of struct
+// t as SMD's reflect cache names them (value.buildStructCacheEntry): an
+// exported or embedded field, under its json tag's name or its Go name,
+// "-" skipped, an untagged embedded struct's fields inlined. (SMD's cache
+// itself copies itself for every type it has not seen: asking it for each
+// type of an object made a Pod's shape take milliseconds.)
+func structFields(t reflect.Type, f func(name string, ft reflect.Type)) {
+	for i := range t.NumField() {
+		field := t.Field(i)
+		if field.PkgPath != "" && !field.Anonymous {
+			continue
+		}
+		tag := field.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if field.Anonymous && name == "" {
+			e := field.Type
+			if e.Kind() == reflect.Pointer {
+				e = e.Elem()
+			}
+			if e.Kind() == reflect.Struct {
+				structFields(e, f)
+			}
+			continue
+		}
+		if name == "" {
+			name = field.Name
+		}
+		f(name, field.Type)
+	}
+}
+
+// convertsItself is SMD's CanConvertToUnstructured, asked of the type
+// directly (see structFields): t or *t marshals itself to JSON, which
+// SMD's UnstructuredConverter and UnstructuredConverterWithError both
+// require.
+func convertsItself(t reflect.Type) bool {
+	return t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+}
+
+var marshalerType = reflect.TypeFor[json.Marshaler]()
 
 // field is the shape of a struct's field or a map's value.
 func (s *Shape) field(name string) *Shape {

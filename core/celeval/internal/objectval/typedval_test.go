@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
+	smdvalue "sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
 // typedExprs are where kube-apiserver's typed object (a built-in kind read
@@ -334,4 +336,40 @@ var typedFuzzExprs = []string{
 	`dyn(object.spec.?containers.orValue([]))[0.0]`,
 	`string(object.spec)`,
 	`type(object.spec) == map && type(object.spec.?containers.orValue([])) == list`,
+}
+
+// structFields names every struct's fields as SMD's reflect cache does,
+// which upstream's typed value reads them by: the same JSON names and
+// field types, for every struct type of every kind in the scheme.
+func TestStructFieldsFollowSMD(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(rt reflect.Type) {
+		for rt.Kind() == reflect.Pointer || rt.Kind() == reflect.Slice || rt.Kind() == reflect.Map || rt.Kind() == reflect.Array {
+			rt = rt.Elem()
+		}
+		if rt.Kind() != reflect.Struct || seen[rt] {
+			return
+		}
+		seen[rt] = true
+		want := map[string]reflect.Type{}
+		zero := reflect.New(rt).Elem()
+		for name, f := range smdvalue.TypeReflectEntryOf(rt).Fields() {
+			want[name] = f.GetFrom(zero).Type()
+		}
+		got := map[string]reflect.Type{}
+		structFields(rt, func(name string, ft reflect.Type) { got[name] = ft })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: fields %v, SMD's %v", rt, got, want)
+		}
+		for _, ft := range got {
+			walk(ft)
+		}
+	}
+	for _, rt := range scheme.Scheme.AllKnownTypes() {
+		walk(rt)
+	}
+	if len(seen) < 500 {
+		t.Errorf("walked %d struct types; the scheme holds more", len(seen))
+	}
 }
