@@ -61,6 +61,11 @@ func shapeFor(raw any, s *Shape, name string) *Shape {
 // Shaped is the CEL value of v, a part of an object of shape s (nil
 // for a custom resource's, or a part read as unstructured).
 func Shaped(v any, s *Shape) ref.Val {
+	if s != nil && s.t == nil && v != nil {
+		if _, ok := v.(int64); !ok {
+			s = nil // a float's shape on anything but a number
+		}
+	}
 	switch v := v.(type) {
 	case map[string]any:
 		return &objectMap{m: v, shape: s}

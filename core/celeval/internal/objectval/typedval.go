@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -56,21 +57,23 @@ import (
 // difference docs/differences.md names.
 
 // Shape is the Go type kube-apiserver reads a map or list of an object as
-// (a struct, a Go map or a slice), with the shapes of what it holds.
+// (a struct, a Go map or a slice), with the shapes of what it holds, each
+// worked out when first read: a review reads a few of a kind's types, and
+// walking them all touches enough of the binary to slow a cold start.
 type Shape struct {
-	t      reflect.Type
-	fields map[string]*Shape // a struct's, by JSON name; nil: read as unstructured
+	t     reflect.Type
+	float bool // a float scalar: a JSON integer is a double
+
+	once   sync.Once
+	ready  atomic.Bool       // init has run: read on every field, so cheaper than once
+	fields map[string]*Shape // a struct's, by JSON name; nil entry: read as unstructured
 	elem   *Shape            // a map's or a slice's elements'
-	float  bool              // a float scalar: a JSON integer is a double
 }
 
 // floatScalar is the shape of a float field or element.
 var floatScalar = &Shape{float: true}
 
-var (
-	shapesMu sync.Mutex
-	shapes   sync.Map // reflect.Type → *Shape (nil: unstructured)
-)
+var shapes sync.Map // reflect.Type → *Shape (nil: read as unstructured)
 
 // KindShape is the shape of gvk's objects, or nil for a kind kube-apiserver
 // does not hold as a Go type.
@@ -82,26 +85,21 @@ func KindShape(gvk schema.GroupVersionKind) *Shape {
 	return shapeOf(t)
 }
 
-// shapeOf is the shape of t, built once with every shape it reaches.
+// shapeOf follows SchemalessTypedToVal: a type that converts itself to
+// unstructured (Time, Quantity, IntOrString, RawExtension) is read as that
+// (nil); pointers are followed; a byte slice is a string; scalars and
+// interfaces (which hold what JSON decoding gives) are nil.
 func shapeOf(t reflect.Type) *Shape {
 	if s, ok := shapes.Load(t); ok {
 		return s.(*Shape)
 	}
-	shapesMu.Lock()
-	defer shapesMu.Unlock()
-	built := map[reflect.Type]*Shape{}
-	s := buildShape(t, built)
-	for t, s := range built {
-		shapes.LoadOrStore(t, s)
-	}
-	shapes.LoadOrStore(t, s)
-	return s
+	s, _ := shapes.LoadOrStore(t, newShape(t))
+	return s.(*Shape)
 }
 
-// buildShape follows SchemalessTypedToVal: a type that converts itself to
-// unstructured (Time, Quantity, IntOrString, RawExtension) is read as that;
-// pointers are followed; a byte slice is a string.
-func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
+// newShape is shapeOf(t) worked out, the shape of a struct, map or slice
+// being the one shapes holds for its type.
+func newShape(t reflect.Type) *Shape {
 	for {
 		if convertsItself(t) {
 			return nil
@@ -111,41 +109,64 @@ func buildShape(t reflect.Type, built map[reflect.Type]*Shape) *Shape {
 		}
 		t = t.Elem()
 	}
-	if s, ok := built[t]; ok {
-		return s
-	}
-	if s, ok := shapes.Load(t); ok {
-		return s.(*Shape)
-	}
 	switch t.Kind() {
 	case reflect.Float32, reflect.Float64:
 		return floatScalar
-	case reflect.Struct:
-		s := &Shape{t: t, fields: map[string]*Shape{}}
-		built[t] = s
-		structFields(t, func(name string, ft reflect.Type) {
-			if fs := buildShape(ft, built); fs != nil {
-				s.fields[name] = fs
-			}
-		})
-		return s
-	case reflect.Map:
-		s := &Shape{t: t}
-		built[t] = s
-		s.elem = buildShape(t.Elem(), built)
-		return s
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
 			return nil
 		}
-		s := &Shape{t: t}
-		built[t] = s
-		s.elem = buildShape(t.Elem(), built)
-		return s
+	case reflect.Struct, reflect.Map:
+	default:
+		return nil
 	}
-	// Scalars, and interfaces: an interface holds what JSON decoding
-	// gives, which Of reads as cel-go does.
-	return nil
+	if s, ok := shapes.Load(t); ok {
+		return s.(*Shape)
+	}
+	s, _ := shapes.LoadOrStore(t, &Shape{t: t})
+	return s.(*Shape)
+}
+
+// init works out the shapes s holds, once.
+func (s *Shape) init() {
+	s.once.Do(func() {
+		if s.t.Kind() == reflect.Struct {
+			s.fields = map[string]*Shape{}
+			structFields(s.t, func(name string, ft reflect.Type) {
+				if fs := shapeOf(ft); fs != nil {
+					s.fields[name] = fs
+				}
+			})
+		} else {
+			s.elem = shapeOf(s.t.Elem())
+		}
+		s.ready.Store(true)
+	})
+}
+
+// field is the shape of a struct's field or a map's value.
+func (s *Shape) field(name string) *Shape {
+	if s == nil || s.t == nil {
+		return nil
+	}
+	if !s.ready.Load() {
+		s.init()
+	}
+	if s.fields != nil {
+		return s.fields[name]
+	}
+	return s.elem
+}
+
+// element is the shape of a list's elements.
+func (s *Shape) element() *Shape {
+	if s == nil || s.t == nil {
+		return nil
+	}
+	if !s.ready.Load() {
+		s.init()
+	}
+	return s.elem
 }
 
 // structFields calls f with the JSON name and type of each field of struct
@@ -192,31 +213,15 @@ func convertsItself(t reflect.Type) bool {
 
 var marshalerType = reflect.TypeFor[json.Marshaler]()
 
-// field is the shape of a struct's field or a map's value.
-func (s *Shape) field(name string) *Shape {
-	if s == nil {
-		return nil
-	}
-	if s.fields != nil {
-		return s.fields[name]
-	}
-	return s.elem
-}
-
-// element is the shape of a list's elements.
-func (s *Shape) element() *Shape {
-	if s == nil {
-		return nil
-	}
-	return s.elem
-}
-
 // typedValue is upstream's CEL value of raw, a part of an object of shape
 // s: raw decoded into s's Go type as kube-apiserver decodes a request's
 // JSON, read by SchemalessTypedToVal. ok is false when raw does not decode
 // (an object kube-apiserver would have refused, given to the CLI): the
 // caller keeps the unstructured value.
 func typedValue(s *Shape, raw any) (ref.Val, bool) {
+	if s.t == nil {
+		return nil, false
+	}
 	data, err := json.Marshal(raw)
 	if err != nil {
 		return nil, false
