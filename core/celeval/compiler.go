@@ -1,22 +1,35 @@
 // Package celeval is admitfn's CEL runtime for admission policies, shared by
-// the validating and the mutating path: kube-apiserver's environments and
-// compilers (k8s.io/apiserver/pkg/admission/plugin/cel), with the values a
-// review's expressions read (request, objects, namespace, params,
-// variables) built once per review and shared by every policy. The object's
-// and params' values are internal/objectval's: remembered reads, and a
-// built-in kind read as kube-apiserver reads its Go type.
+// the validating and the mutating path: kube-apiserver's compilers
+// (k8s.io/apiserver/pkg/admission/plugin/cel) on its environments, with the
+// values a review's expressions read (request, objects, namespace, params,
+// variables) built once per review and shared by every policy. Its parts,
+// by job:
+//
+//   - here: compiling (compiler.go, policycompiler.go), activation and
+//     evaluation (attributes.go, params.go, variables.go, condition.go), and
+//     the glue of the cost fast paths: the programs they plan
+//     (costbound.go, lineartrack.go, planned.go), the bounds kept per policy
+//     and per class of input, and fallbacks (fallback.go);
+//   - internal/envs: the environments, one per combination of optional
+//     variables;
+//   - internal/objectval: the object's and params' values: remembered
+//     reads, and a built-in kind read as kube-apiserver reads its Go type;
+//   - internal/cost: what an expression may cost before it runs, and the
+//     linear cost tracker; internal/bounded: the base environment's bounds
+//     on functions that build large values; internal/celgo: every read of
+//     cel-go's private names.
 //
 // # cel-go's private names
 //
 // Three fast paths plan programs beside cel-go's own by reading cel-go's
 // unexported names, all of them through internal/celgo, whose Names lists
-// each with why: untracked (untracked.go: the program's evalOpts and
-// costLimit, cleared where a bound proves the limits safe), planned
-// (planned.go: its dispatcher and interpreter, dropped once planned: most
-// of the memory a compiled bundle keeps) and linear (lineartrack.go: five
-// more program fields, two of the cost tracker's, and the step types
+// each with why: untracked (internal/cost's untracked.go: the program's
+// evalOpts and costLimit, cleared where a bound proves the limits safe),
+// planned (planned.go: its dispatcher and interpreter, dropped once
+// planned: most of the memory a compiled bundle keeps) and linear
+// (internal/cost's linear.go: five more program fields, two of the cost tracker's, and the step types
 // cel-go's cost observer tells apart). What each buys is measured in
-// docs/performance.md (P6, P8, L1). TestCelGoPrivateNames and celgo's
+// docs/performance.md (P6, P8, L1). internal/cost's TestCelGoPrivateNames and celgo's
 // TestNames hold every one and say what to do when an upgrade changes one;
 // a path that cannot be planned falls back to cel-go's evaluation, with
 // the same decisions, and says so (fallback.go). make upgrade-rehearsal
@@ -30,21 +43,22 @@
 package celeval
 
 import (
-	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
 	"sync"
 
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
+	"github.com/admitfn/admitfn/core/celeval/internal/envs"
 )
 
 // Compiler compiles policies against the base CEL environment of the
 // Kubernetes version admitfn tracks, at the compatibility version a
 // kube-apiserver of that version uses.
 type Compiler struct {
-	env *environment.EnvSet
 	// envs are the environments upstream's compiler declares for each
-	// combination of optional variables, built once each, on first use.
-	envs map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error)
+	// combination of optional variables.
+	envs *envs.Set
 	// shared compile the policies that declare no variables: such a policy
 	// stores nothing in its compiler, so one per combination serves all.
 	shared map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error)
@@ -89,29 +103,17 @@ func (c *Compiler) TracksEveryCost() bool { return c.exactCost }
 // ValidatingAdmissionPolicy plugin uses (built once per process upstream).
 func NewCompiler(opts ...Option) *Compiler {
 	c := &Compiler{
-		env:        bounded.Base(),
+		envs:       envs.New(),
 		linearFrom: DefaultLinearTrackingFrom,
-		envs:       map[plugincel.OptionalVariableDeclarations]func() (*environment.EnvSet, error){},
 		shared:     map[plugincel.OptionalVariableDeclarations]func() (*plugincel.CompositedCompiler, error){},
 	}
 	for _, o := range opts {
 		o(c)
 	}
-	add := func(opts plugincel.OptionalVariableDeclarations, env func() (*environment.EnvSet, error)) {
-		env = sync.OnceValues(env)
-		c.envs[opts] = env
+	for _, opts := range envs.All() {
 		c.shared[opts] = sync.OnceValues(func() (*plugincel.CompositedCompiler, error) {
-			return composited(env, opts, c.programs())
+			return composited(c.envs, opts, c.programs())
 		})
-	}
-	for _, params := range []bool{false, true} {
-		for _, authorizer := range []bool{false, true} {
-			opts := plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: authorizer}
-			add(opts, func() (*environment.EnvSet, error) { return envFor(c.env, opts) })
-			patch := opts
-			patch.HasPatchTypes = true
-			add(patch, func() (*environment.EnvSet, error) { return withPatchTypes(c.envs[opts]) })
-		}
 	}
 	return c
 }
@@ -122,7 +124,7 @@ func (c *Compiler) programs() programKind {
 }
 
 // Env is the base environment the compiler's environments extend.
-func (c *Compiler) Env() *environment.EnvSet { return c.env }
+func (c *Compiler) Env() *environment.EnvSet { return bounded.Base() }
 
 // ExpressionError is a CEL expression that does not compile. Its text is the
 // field path followed by the compiler's own message, caret line included.

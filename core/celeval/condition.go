@@ -3,7 +3,6 @@ package celeval
 import (
 	"context"
 	"fmt"
-	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -20,6 +19,9 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	celcommon "k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/cost"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 )
 
 // condition is a plugincel.ConditionEvaluator over programs compiled by
@@ -136,8 +138,8 @@ func (c *condition) untracked(versionedAttr *admission.VersionedAttributes, inpu
 	if !measured {
 		return 0, false
 	}
-	k := classOf(size.l, size.t)
-	if k.l > maxClassL || k.t > maxClassT || c.need(k) > uint64(budget) {
+	k := cost.ClassOf(size.l, size.t)
+	if !k.Bounded() || c.need(k) > uint64(budget) {
 		return 0, false
 	}
 	return c.costAt(k), true

@@ -2,14 +2,19 @@ package celeval
 
 import (
 	"context"
-	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 
+	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/cost"
+	"github.com/admitfn/admitfn/core/celeval/internal/objectval"
 )
 
 func compileBounded(t *testing.T, expr string, opts ...Option) *boundedProgram {
@@ -28,7 +33,7 @@ func compileBounded(t *testing.T, expr string, opts ...Option) *boundedProgram {
 // The untracked program is the tracked one without the cost observer:
 // the same result, no cost.
 func TestUntrackedProgram(t *testing.T) {
-	if _, err := untrackedOption(); err != nil {
+	if _, err := cost.UntrackedOption(); err != nil {
 		t.Fatalf("cel-go's program no longer has the fields the option clears: %v", err)
 	}
 	req := decode(t)
@@ -61,14 +66,14 @@ func TestUntrackedProgram(t *testing.T) {
 // The functions whose cost admitfn raises (internal/bounded) have no bound: the
 // estimator does not know their extra cost.
 func TestAmplifiersAreNeverBounded(t *testing.T) {
-	k := classOf(8, 8)
+	k := cost.ClassOf(8, 8)
 	for _, expr := range []string{
 		`object.metadata.name.replace('a', 'bb') != ''`,
 		`'%s'.format([object.metadata.name]) != ''`,
 		`lists.range(3).size() == 3`,
 	} {
-		if b := compileBounded(t, expr).bound(k, nil, nil); b.cost != unbounded {
-			t.Errorf("%s: bound %d, want none", expr, b.cost)
+		if b := compileBounded(t, expr).bound(k, nil, nil); b.Cost != cost.Unbounded {
+			t.Errorf("%s: bound %d, want none", expr, b.Cost)
 		}
 	}
 	// Comprehensions nested 25 deep would take 3^25 walks of the
@@ -77,11 +82,11 @@ func TestAmplifiersAreNeverBounded(t *testing.T) {
 	for range 25 {
 		nested = "object.a.all(x, " + nested + ")"
 	}
-	if b := compileBounded(t, nested).bound(k, nil, nil); b.cost != unbounded {
-		t.Errorf("25 nested comprehensions: bound %d, want none", b.cost)
+	if b := compileBounded(t, nested).bound(k, nil, nil); b.Cost != cost.Unbounded {
+		t.Errorf("25 nested comprehensions: bound %d, want none", b.Cost)
 	}
-	if b := compileBounded(t, `object.metadata.name.split('-').size() > 1`).bound(k, nil, nil); b.cost == unbounded || b.cost > 100 {
-		t.Errorf("split: bound %d, want a small one", b.cost)
+	if b := compileBounded(t, `object.metadata.name.split('-').size() > 1`).bound(k, nil, nil); b.Cost == cost.Unbounded || b.Cost > 100 {
+		t.Errorf("split: bound %d, want a small one", b.Cost)
 	}
 }
 
@@ -129,7 +134,7 @@ func TestUntrackedOnlyWhereProven(t *testing.T) {
 	if !ok {
 		t.Fatal("the review's inputs are not measured")
 	}
-	tight := int64(chained.need(classOf(size.l, size.t))) - 1
+	tight := int64(chained.need(cost.ClassOf(size.l, size.t))) - 1
 	if spent := 1000 - exact; tight < spent {
 		t.Fatalf("bound %d not above the exact cost %d", tight+1, spent)
 	}
@@ -146,5 +151,33 @@ func TestUntrackedOnlyWhereProven(t *testing.T) {
 		if err != nil || remaining != exact {
 			t.Errorf("a 1 MiB string: left %d, %v; want the exact %d", remaining, err, exact)
 		}
+	}
+}
+
+// A policy with variables is compiled in an environment of its own; the
+// bounds computed on it keep nothing of it once its bundle is gone, so a
+// process that reloads bundles does not keep every environment it built.
+func TestBoundsKeepNoEnvironment(t *testing.T) {
+	env := func() weak.Pointer[cel.Env] {
+		opts := plugincel.OptionalVariableDeclarations{}
+		pc := NewCompiler().ForPolicy(true)
+		vars := NewVariables()
+		vars.Add("name", pc.CompileAndStoreVariable(&validating.Variable{Name: "name", Expression: "object.metadata.name"}, opts, environment.NewExpressions))
+		r := pc.CompileCELExpression(&validating.ValidationCondition{Expression: "variables.name.size() < 64"}, opts, environment.NewExpressions)
+		p, ok := r.Program.(*boundedProgram)
+		if !ok {
+			t.Fatalf("program %T, want a bounded one", r.Program)
+		}
+		k := cost.ClassOf(8, 8)
+		if b := p.bound(k, vars, vars.boundsAt(k)); b.Cost == cost.Unbounded {
+			t.Fatal("no bound: the test would keep nothing either way")
+		}
+		return weak.Make(p.env)
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	if env.Value() != nil {
+		t.Error("the policy's environment is still reachable after its bound was computed")
 	}
 }

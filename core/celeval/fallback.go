@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/admitfn/admitfn/core/celeval/internal/celgo"
+	"github.com/admitfn/admitfn/core/celeval/internal/cost"
 )
 
 // The fast paths: program plans admitfn makes beside cel-go's own by
@@ -17,9 +18,9 @@ import (
 // slower without a word.
 const (
 	// PathUntracked evaluates without cel-go's cost observer where a bound
-	// proves the limits cannot be reached (untracked.go).
+	// proves the limits cannot be reached (internal/cost).
 	PathUntracked = "untracked"
-	// PathLinear tracks cost linearly on long lists (lineartrack.go).
+	// PathLinear tracks cost linearly on long lists (internal/cost).
 	PathLinear = "linear"
 	// PathPlanned drops the planner's dispatcher from compiled programs
 	// (planned.go).
@@ -35,10 +36,6 @@ type Fallback struct {
 	Programs uint64 `json:"programs"`
 }
 
-// errNotPlanned marks a program a fast path does not apply to by design
-// (exhaustive evaluation, no cost tracking asked): not a fallback.
-var errNotPlanned = errors.New("not planned by design")
-
 var fallbacks struct {
 	mu     sync.Mutex
 	byPath map[string]*Fallback
@@ -50,7 +47,7 @@ var fallbacks struct {
 func fellBack(path string, err error) { record(path, err, 1) }
 
 func record(path string, err error, programs uint64) {
-	if errors.Is(err, errNotPlanned) {
+	if errors.Is(err, cost.ErrNotPlanned) {
 		return
 	}
 	fallbacks.mu.Lock()
@@ -111,10 +108,10 @@ func OnFallback(notify func(Fallback)) {
 // before the first review. The steps a path classifies are checked as
 // programs are planned.
 func CheckFastPaths() []Fallback {
-	if _, err := untrackedOption(); err != nil {
+	if _, err := cost.UntrackedOption(); err != nil {
 		record(PathUntracked, err, 0)
 	}
-	if _, err := linearOption(); err != nil {
+	if _, err := cost.LinearOption(); err != nil {
 		record(PathLinear, err, 0)
 	}
 	if err := celgo.CheckProgram(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/cost"
 )
 
 // TestMain checks, once every test of the package has planned programs
@@ -58,7 +60,7 @@ func TestFallbacksAreReported(t *testing.T) {
 			t.Fatal("a planning that panicked gave a program")
 		}
 		byDesign := func() (cel.ProgramOption, error) {
-			return nil, fmt.Errorf("exhaustive evaluation is not tracked linearly: %w", errNotPlanned)
+			return nil, fmt.Errorf("exhaustive evaluation is not tracked linearly: %w", cost.ErrNotPlanned)
 		}
 		if p.planWith(PathPlanned, byDesign) != nil {
 			t.Fatal("a program the path does not apply to gave a program")

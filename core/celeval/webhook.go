@@ -3,7 +3,6 @@ package celeval
 import (
 	"errors"
 	"fmt"
-	"github.com/admitfn/admitfn/core/celeval/internal/bounded"
 	"slices"
 	"sync"
 
@@ -13,6 +12,9 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/cost"
+	"github.com/admitfn/admitfn/core/celeval/internal/envs"
 )
 
 // Webhook match conditions: what kube-apiserver evaluates itself before it
@@ -38,7 +40,7 @@ const maxRequestBytes = 3 << 20
 // refuse the condition, or when no bound within the per-call limit
 // (celconfig.PerCallLimit) holds: such a condition could fail on a large
 // request where the policy it came from would not.
-func CheckWebhookCondition(expr string) (cost uint64, err error) {
+func CheckWebhookCondition(expr string) (bound uint64, err error) {
 	result := webhookCompiler.CompileCELExpression(&matchconditions.MatchCondition{Expression: expr}, webhookConditionOpts, environment.NewExpressions)
 	if result.Error != nil {
 		return 0, result.Error
@@ -56,26 +58,26 @@ func CheckWebhookCondition(expr string) (cost uint64, err error) {
 		return 0, err
 	}
 	p := &boundedProgram{Program: planned(prog), env: celEnv, expr: expr, linearFrom: -1}
-	k := classOf(maxRequestBytes, maxRequestBytes)
+	k := cost.ClassOf(maxRequestBytes, maxRequestBytes)
 	b := p.bound(k, nil, nil)
-	if b.cost > celconfig.PerCallLimit {
+	if b.Cost > celconfig.PerCallLimit {
 		return 0, errUnbounded
 	}
-	return b.cost, nil
+	return b.Cost, nil
 }
 
 // The environments conditions are bounded and parsed in, each extended
 // once per process.
 var (
 	webhookEnv = sync.OnceValues(func() (*cel.Env, error) {
-		env, err := envFor(bounded.Base(), webhookConditionOpts)
+		env, err := envs.New().For(webhookConditionOpts)
 		if err != nil {
 			return nil, err
 		}
 		return env.Env(environment.NewExpressions)
 	})
 	parseEnv = sync.OnceValues(func() (*cel.Env, error) {
-		env, err := envFor(bounded.Base(), plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
+		env, err := envs.New().For(plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true})
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,7 @@ import (
 //
 // P8 pushed that floor down: expressions a bound proves within their cost
 // limits and budget are evaluated without cost tracking
-// (celeval/costbound.go). The floor compiled with celeval.ExactCost is
+// (celeval/internal/cost). The floor compiled with celeval.ExactCost is
 // today's floor before P8, which every expression tracked.
 
 // floorPolicy is one policy's validator and, for each of its bindings, the

@@ -19,14 +19,14 @@ import (
 	"github.com/admitfn/admitfn/core/review/reviewtest"
 )
 
-// The cost bound (celeval/costbound.go) lets a set be evaluated without
+// The cost bound (celeval/internal/cost) lets a set be evaluated without
 // cost tracking only where tracking could not have stopped it. Each policy
 // runs with exact cost and with bounds, on budgets of the default, the
 // exact cost spent, one less and half: a bound below the cost spent would
 // evaluate untracked where exact tracking runs out of budget, and the two
 // would differ (agrees). The bounded sets run twice, as a set's first
 // evaluation is always tracked. Each runs tracked by the linear tracker
-// too (celeval/lineartrack.go), which must leave exactly the budgets
+// too (celeval/internal/cost/linear.go), which must leave exactly the budgets
 // cel-go's tracker leaves.
 func TestCostBoundAgreesWithExactCost(t *testing.T) {
 	repo, err := testpolicies.Repository("../..")

@@ -19,7 +19,7 @@ $GO mod edit -replace "github.com/google/cel-go=$tmp/cel-go"
 
 fail() { echo "FAIL: $*"; exit 1; }
 echo "== the names test, on a cel-go whose program has evalOptions for evalOpts"
-if out=$($GO test ./core/celeval/internal/celgo ./core/celeval -run 'TestNames|TestCelGoPrivateNames|TestFastPathsInUse' 2>&1); then
+if out=$($GO test ./core/celeval/internal/celgo ./core/celeval/internal/cost ./core/celeval -run 'TestNames|TestCelGoPrivateNames|TestFastPathsInUse' 2>&1); then
 	fail "the tests passed on a renamed field"
 fi
 grep -q 'has no evalOpts of type cel.EvalOption' <<<"$out" || fail "no failure names evalOpts:

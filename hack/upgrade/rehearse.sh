@@ -5,9 +5,10 @@
 # k8s.io module pinned at admitfn's Kubernetes version moved to the newest
 # version the module proxy serves (a pre-release included). Each builds,
 # vets and runs the tests that hold admitfn's CEL evaluation to upstream's:
-# core/celeval (the fast paths, the private names they read, the price and
-# size tables), core/validate and core/mutate (decisions compared with
-# upstream's own validator and patchers) and core/engine. It prints what
+# core/celeval and its internal packages (the fast paths, the private names
+# they read, the price and size tables, the typed object values),
+# core/validate and core/mutate (decisions compared with upstream's own
+# validator and patchers) and core/engine. It prints what
 # broke and leaves the repository as it was. `make upgrade-rehearsal`; not
 # part of make test.
 set -uo pipefail
@@ -50,7 +51,7 @@ rehearse() {
 		s=0
 		if ! $GO build ./... 2>build.log; then s=1; echo "== go build ./... failed:"; head -40 build.log; fi
 		if ! $GO vet ./core/... 2>vet.log; then s=1; echo "== go vet ./core/... failed:"; head -40 vet.log; fi
-		if ! $GO test ./core/celeval ./core/validate ./core/mutate ./core/engine >test.log 2>&1; then
+		if ! $GO test ./core/celeval/... ./core/validate ./core/mutate ./core/engine >test.log 2>&1; then
 			s=1
 			echo "== tests failed:"; grep -E '^(---|FAIL|ok|panic)|_test.go:[0-9]+:' test.log | head -80
 		else

@@ -27,7 +27,7 @@ const Keys = 100
 // about 10s without breaking a limit. Its failurePolicy is Fail, so
 // kube-apiserver shows the error the function answers with. Each
 // expression ends in a replace that never runs: it leaves the expression
-// without a cost bound (core/celeval/costbound.go), so it is evaluated
+// without a cost bound (core/celeval/internal/cost), so it is evaluated
 // with cel-go's cost tracker, whose stack makes the nested fold slow
 // (untracked, it would not outlast the tests' deadlines).
 func Bundle() string {

@@ -26,7 +26,7 @@ type Name struct {
 }
 
 // Names are the unexported names read, and why. TestNames (here) and
-// core/celeval's TestCelGoPrivateNames hold them.
+// core/celeval/internal/cost's TestCelGoPrivateNames hold them.
 var Names = []Name{
 	{"cel.prog", "evalOpts", reflect.TypeFor[cel.EvalOption](), "untracked and linear clear OptTrackCost: cel-go has no option that takes its observer back"},
 	{"cel.prog", "costLimit", reflect.TypeFor[*uint64](), "untracked clears it; linear keeps it for its own tracker and clears it"},

@@ -9,7 +9,7 @@ import (
 
 // Each name Names lists of cel-go's program and cost tracker is there,
 // with the type it is read as; the step types' names are held by
-// core/celeval's TestCelGoPrivateNames, which has cel-go plan them.
+// core/celeval/internal/cost's TestCelGoPrivateNames, which has cel-go plan them.
 func TestNames(t *testing.T) {
 	if progType == nil {
 		t.Fatal(errNoProgram)

@@ -4,88 +4,19 @@ import (
 	"fmt"
 
 	"github.com/google/cel-go/cel"
-	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
-	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/apiserver/pkg/cel/library"
-	"k8s.io/apiserver/pkg/cel/mutation"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/envs"
 )
-
-// The environments here are upstream's, declared as its compiler declares
-// them (k8s.io/apiserver/pkg/admission/plugin/cel: createEnvForOpts and
-// compiler.CompileCELExpression, whose recipe is unexported), layered in
-// another order. Upstream extends the base environment with `variables`,
-// then with each of eight combinations of optional variables, for every
-// policy; admitfn extends the base with a combination once per process, and
-// declares a policy's `variables` on top of the combinations it uses. The
-// type layers (request and namespaceObject, `variables`) are
-// DeclTypeProviders of distinct names, each deferring to the one below, so
-// the order changes no lookup; under a mutation's `variables` the layer
-// below is the resolver of Object types, which is no type adapter, so its
-// values are adapted by cel-go's default adapter where upstream's reach the
-// base registry's, which adapts everything but protobuf messages the same
-// way. TestCompileMatchesUpstream (here and in core/mutate) compiles every
-// policy of the repository both ways and compares errors and decisions.
-
-// envFor extends base with the variables opts declares, as upstream's
-// createEnvForOpts does; patch types aside (withPatchTypes).
-func envFor(base *environment.EnvSet, opts plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
-	requestType, namespaceType := plugincel.BuildRequestType(), plugincel.BuildNamespaceType()
-	envOpts := []cel.EnvOption{
-		cel.Variable(plugincel.ObjectVarName, cel.DynType),
-		cel.Variable(plugincel.OldObjectVarName, cel.DynType),
-		cel.Variable(plugincel.NamespaceVarName, namespaceType.CelType()),
-		cel.Variable(plugincel.RequestVarName, requestType.CelType()),
-	}
-	if opts.HasParams {
-		envOpts = append(envOpts, cel.Variable(plugincel.ParamsVarName, cel.DynType))
-	}
-	if opts.HasAuthorizer {
-		envOpts = append(envOpts,
-			cel.Variable(plugincel.AuthorizerVarName, library.AuthorizerType),
-			cel.Variable(plugincel.RequestResourceAuthorizerVarName, library.ResourceCheckType))
-	}
-	env, err := base.Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        envOpts,
-		DeclTypes:         []*apiservercel.DeclType{namespaceType, requestType},
-	}, environment.StrictCostOpt)
-	if err != nil {
-		return nil, fmt.Errorf("environment misconfigured: %w", err)
-	}
-	return env, nil
-}
-
-// withPatchTypes extends the environment of a combination without patch
-// types with upstream's hasPatchTypes: Object types for ApplyConfiguration
-// and JSONPatch, and jsonpatch.escapeKey. Upstream builds that layer on top
-// of the same one, for every policy.
-func withPatchTypes(env func() (*environment.EnvSet, error)) (*environment.EnvSet, error) {
-	base, err := env()
-	if err != nil {
-		return nil, err
-	}
-	patched, err := base.Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions: []cel.EnvOption{
-			common.ResolverEnvOption(&mutation.DynamicTypeResolver{}),
-			environment.UnversionedLib(library.JSONPatch),
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("environment misconfigured: %w", err)
-	}
-	return patched, nil
-}
 
 // composited is upstream's CompositedCompiler on the environment of opts:
 // upstream's composition (the `variables` object, its stored variables,
 // their lazy evaluation and cost) with a compiler of that one environment.
-func composited(env func() (*environment.EnvSet, error), opts plugincel.OptionalVariableDeclarations, kind programKind) (*plugincel.CompositedCompiler, error) {
-	base, err := env()
+func composited(set *envs.Set, opts plugincel.OptionalVariableDeclarations, kind programKind) (*plugincel.CompositedCompiler, error) {
+	base, err := set.For(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +73,7 @@ func (p *policyCompiler) Composition(opts plugincel.OptionalVariableDeclarations
 		}
 		return cc, err
 	}
-	cc, err := composited(p.c.envs[opts], opts, p.c.programs())
+	cc, err := composited(p.c.envs, opts, p.c.programs())
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +136,8 @@ type envCompiler struct {
 // programKind says what an environment keeps with its programs.
 type programKind struct {
 	// bounded keeps what an expression's cost bound needs with its
-	// program (costbound.go), and what linear tracking needs
-	// (lineartrack.go), from lists of linearFrom entries; noBounds uses
+	// program (costbound.go, internal/cost), and what linear tracking
+	// needs (lineartrack.go), from lists of linearFrom entries; noBounds uses
 	// the first for linear tracking only.
 	bounded    bool
 	linearFrom int

@@ -1,4 +1,4 @@
-package celeval
+package cost
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 )
 
 // celGoUpgradeHint is what a failure here says to do.
-const celGoUpgradeHint = `cel-go changed a private name admitfn's fast paths read (the package doc of core/celeval lists them): the path falls back to cel-go's own evaluation (same decisions, slower; logged, counted in admitfn_cel_fast_path_in_use). Read cel-go's new program.go, interpreter/runtimecost.go and interpreter/interpretable.go, carry the change into untracked.go, planned.go and lineartrack.go (or drop the path), and update this table`
+const celGoUpgradeHint = `cel-go changed a private name admitfn's fast paths read (internal/celgo's Names lists them): the path falls back to cel-go's own evaluation (same decisions, slower; logged, counted in admitfn_cel_fast_path_in_use). Read cel-go's new program.go, interpreter/runtimecost.go and interpreter/interpretable.go, carry the change into core/celeval/planned.go and internal/cost's untracked.go and linear.go (or drop the path), and update this table`
 
 // Every unexported name of cel-go the fast paths read (internal/celgo's
 // Names: the program's fields, the cost tracker's, the step types the

@@ -1,4 +1,4 @@
-package celeval
+package cost
 
 import (
 	"fmt"
@@ -15,10 +15,12 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/admitfn/admitfn/core/celeval/internal/envs"
 )
 
 // upgradeHint is what a failure of the price checks says to do.
-const upgradeHint = `a Kubernetes or cel-go upgrade changed the functions of the CEL environments: for each function kube-apiserver prices at run time (k8s.io/apiserver/pkg/cel/library/cost.go, CallCost), copy its formula into callCost (costbound.go); for each one it does not, check that cel-go's default price is right for it and add it to testdata/celgo-priced.txt`
+const upgradeHint = `a Kubernetes or cel-go upgrade changed the functions of the CEL environments: for each function kube-apiserver prices at run time (k8s.io/apiserver/pkg/cel/library/cost.go, CallCost), copy its formula into callCost (core/celeval/internal/cost/bound.go); for each one it does not, check that cel-go's default price is right for it and add it to core/celeval/internal/cost/testdata/celgo-priced.txt`
 
 // probeArgs are arguments of an overload's declared types, for asking
 // kube-apiserver's runtime what it charges for a call.
@@ -90,8 +92,9 @@ func priceCoverage(env *cel.Env) (missing, stale, celGo []string) {
 // for stored expressions.
 func eachEnvironment(t *testing.T, f func(which string, env *cel.Env)) {
 	t.Helper()
-	for opts, envSet := range NewCompiler().envs {
-		set, err := envSet()
+	all := envs.New()
+	for _, opts := range envs.All() {
+		set, err := all.For(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +162,7 @@ func TestPricesCoverEveryFunction(t *testing.T) {
 
 // The check finds a function the environments gain that nobody priced.
 func TestPricesCatchANewFunction(t *testing.T) {
-	set, err := NewCompiler().envs[plugincel.OptionalVariableDeclarations{}]()
+	set, err := envs.New().For(plugincel.OptionalVariableDeclarations{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +185,7 @@ func TestPricesCatchANewFunction(t *testing.T) {
 // types and of sizes from empty to a thousand, callCost given their sizes
 // is at least the runtime's charge.
 func TestCallCostBoundsRuntime(t *testing.T) {
-	set, err := NewCompiler().envs[plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true, HasPatchTypes: true}]()
+	set, err := envs.New().For(plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true, HasPatchTypes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +237,7 @@ func TestCallCostBoundsRuntime(t *testing.T) {
 					}
 					return noExtent
 				})
-				if charged == nil || !ok || ours == unbounded {
+				if charged == nil || !ok || ours == Unbounded {
 					continue
 				}
 				checked++
@@ -278,7 +281,7 @@ func TestSizeRulesCoverEveryOverload(t *testing.T) {
 		for _, id := range unsizedOverloads(env) {
 			seen[id] = true
 			if !slices.Contains(reviewed, id) {
-				t.Errorf("overload %s builds a value callExtent has no size rule for, and is not reviewed: give it one in costbound.go, or add it to testdata/unsized.txt to leave expressions that call it tracked", id)
+				t.Errorf("overload %s builds a value callExtent has no size rule for, and is not reviewed: give it one in bound.go, or add it to testdata/unsized.txt to leave expressions that call it tracked", id)
 			}
 		}
 	})

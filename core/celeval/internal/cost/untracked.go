@@ -1,6 +1,7 @@
-package celeval
+package cost
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -8,7 +9,7 @@ import (
 	"github.com/admitfn/admitfn/core/celeval/internal/celgo"
 )
 
-// untrackedOption plans a program without cel-go's cost observer in an
+// UntrackedOption plans a program without cel-go's cost observer in an
 // environment that asks for one. Kubernetes' base environment gives every
 // program cel.EvalOptions(cel.OptTrackCost) and cel.CostLimit, and cel-go
 // has no option that takes either back; its newProgram applies the
@@ -18,11 +19,15 @@ import (
 // program is planned exactly as the tracked one is (optimisations,
 // interrupt checks, function bindings) minus the observer. When cel-go
 // changes them the option cannot be built, and every evaluation stays
-// tracked: a fallback (fallback.go).
-var untrackedOption = sync.OnceValues(func() (cel.ProgramOption, error) {
+// tracked: a fallback (core/celeval's fallback.go).
+var UntrackedOption = sync.OnceValues(func() (cel.ProgramOption, error) {
 	return celgo.ProgramOption(func(p celgo.Program) error {
 		*p.EvalOptions() &^= cel.OptTrackCost
 		*p.CostLimit() = nil
 		return nil
 	})
 })
+
+// ErrNotPlanned marks a program a fast path does not apply to by design
+// (exhaustive evaluation, no cost tracking asked): not a fallback.
+var ErrNotPlanned = errors.New("not planned by design")
