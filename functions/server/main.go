@@ -25,6 +25,7 @@ import (
 	"github.com/admitfn/admitfn/adapters/httpadapter"
 	"github.com/admitfn/admitfn/adapters/metrics/prommetrics"
 	"github.com/admitfn/admitfn/core/version"
+	"github.com/admitfn/admitfn/functions/bundle/reload"
 	"github.com/admitfn/admitfn/functions/bundle/store"
 	"github.com/admitfn/admitfn/functions/bundle/store/anystore"
 	"github.com/admitfn/admitfn/functions/cluster"
@@ -189,6 +190,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	// Caught from the start: a SIGHUP while the first bundle loads must
+	// not end the process (the signal's default).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	logging.QuietLibraries()
 	level, _ := logging.Level(cfg.logLevel) // checked by parseConfig
 	zerolog.TimeFieldFormat = time.RFC3339Nano
@@ -252,6 +258,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Int("max_connections", maxConns).Uint64("fd_limit", nofile), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
+	go checkOnHangup(ctx, hup, rl, log)
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set --tls-cert and --tls-key (or terminate TLS in front)")
 	}
@@ -279,6 +286,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// checkOnHangup checks the policy store at once on each SIGHUP, whatever
+// the refresh interval (0 included): what a sidecar that watches a mounted
+// ConfigMap, or an operator who just pushed, sends. A check is what a
+// refresh does: a bundle that does not load leaves the one serving. Its
+// outcome is logged; SIGHUPs that arrive during a check are one more.
+func checkOnHangup(ctx context.Context, hup <-chan os.Signal, rl *reload.Reloader, log zerolog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		before := rl.BundleID()
+		err := rl.Load(ctx)
+		after := rl.BundleID()
+		e := log.Info()
+		if err != nil {
+			e = log.Warn().Err(err)
+		}
+		e.Str("bundle", after).Bool("changed", after != before).Msg("policy store checked on SIGHUP")
+	}
 }
 
 // singleDashLongFlag refuses a long flag written with one dash (-policies):

@@ -580,3 +580,123 @@ func TestBundleKeySetting(t *testing.T) {
 		t.Errorf("ADMITFN_BUNDLE_PUBLIC_KEY set empty: %v\n%s", err, out)
 	}
 }
+
+// SIGHUP checks the policy store at once, with refresh off: a changed
+// bundle serves from then on, an unchanged one is logged unchanged, and
+// one that does not load leaves the one serving.
+func TestHangupChecksTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	policy, err := os.ReadFile(filepath.Join(examples, "01-basic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "policy.yaml")
+	write := func(data []byte) {
+		t.Helper()
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(policy)
+	review, err := os.ReadFile("../../adapters/httpadapter/testdata/basic-deny.request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(serverBinary(t), "--addr", addr, "--policies", dir, "--refresh-interval", "0")
+	logs := &syncbuf.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// waitFor waits for the n-th log line holding s.
+	waitFor := func(s string, n int) string {
+		t.Helper()
+		for deadline := time.Now().Add(patience); ; time.Sleep(20 * time.Millisecond) {
+			var found []string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, s) {
+					found = append(found, line)
+				}
+			}
+			if len(found) >= n {
+				return found[n-1]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %d-th %q in the logs:\n%s", n, s, logs)
+			}
+		}
+	}
+	// allowed sends the review to the group the last bundle loaded logged.
+	allowed := func() bool {
+		t.Helper()
+		lines := strings.Split(logs.String(), "\n")
+		route := ""
+		for _, line := range lines {
+			if m := regexp.MustCompile(`"route":"(/validate/[0-9a-f]+)".*"message":"policy group"`).FindStringSubmatch(line); m != nil {
+				route = m[1]
+			}
+		}
+		resp, err := http.Post("http://"+addr+route, "application/json", bytes.NewReader(review))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ Response struct{ Allowed bool } }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("HTTP %d, %v", resp.StatusCode, err)
+		}
+		return got.Response.Allowed
+	}
+	hangup := func(n int) string {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		return waitFor(`"message":"policy store checked on SIGHUP"`, n)
+	}
+
+	waitFor(`"message":"serving"`, 1)
+	if allowed() {
+		t.Fatal("the first bundle allowed 10 replicas")
+	}
+	first := waitFor(`"message":"policy bundle loaded"`, 1)
+
+	write([]byte(strings.Replace(string(policy), "object.spec.replicas <= 5", "object.spec.replicas <= 500", 1)))
+	if line := hangup(1); !strings.Contains(line, `"level":"info"`) || !strings.Contains(line, `"changed":true`) {
+		t.Errorf("a changed bundle: %s", line)
+	}
+	if second := waitFor(`"message":"policy bundle loaded"`, 2); second == first || !strings.Contains(second, `"previous_bundle"`) {
+		t.Errorf("the second load: %s", second)
+	}
+	if !allowed() {
+		t.Error("the changed bundle does not serve: 10 replicas denied")
+	}
+
+	if line := hangup(2); !strings.Contains(line, `"changed":false`) {
+		t.Errorf("an unchanged bundle: %s", line)
+	}
+
+	write([]byte("kind: ValidatingAdmissionPolicy\nspec: [\n"))
+	if line := hangup(3); !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, `"changed":false`) || !strings.Contains(line, `"error":"`) {
+		t.Errorf("a bundle that does not load: %s", line)
+	}
+	if !allowed() {
+		t.Error("a bundle that does not load replaced the one serving")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, logs)
+	}
+}

@@ -24,7 +24,9 @@ import (
 // code runs for one review through the server, as coverage counts it: the
 // server built with -cover runs the same review twice, then three times;
 // the files whose counts the third review raised are the path (the first
-// two warm caches and plan programs). A file added to or gone from a
+// two warm caches and plan programs). The reload path is the files whose
+// counts a reload raised: the server started and left alone, against the
+// same with a policy changed and a SIGHUP. A file added to or gone from a
 // path fails here, with the list to paste.
 func TestContributingReviewPaths(t *testing.T) {
 	root, err := Root()
@@ -50,6 +52,7 @@ func TestContributingReviewPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	examples := filepath.Join(root, "policies/examples")
 	for _, path := range []struct{ heading, review string }{
 		{"One validating review", "basic-deny"},
 		{"One mutating review", "mutate-sidecar"},
@@ -59,26 +62,81 @@ func TestContributingReviewPaths(t *testing.T) {
 			t.Fatalf("no golden review %s", path.review)
 		}
 		c := cases[i]
-		before := coverCounts(t, bin, root, c, 2)
-		after := coverCounts(t, bin, root, c, 3)
-		var ran []string
-		for block, n := range after {
-			if n > before[block] {
-				file, _, _ := strings.Cut(block, ":")
-				if rel, ok := strings.CutPrefix(file, "github.com/admitfn/admitfn/"); ok && !slices.Contains(ran, rel) {
-					ran = append(ran, rel)
+		review := func(n int) func(*testing.T, string, *exec.Cmd, *syncbuf.Buffer) {
+			return func(t *testing.T, base string, _ *exec.Cmd, _ *syncbuf.Buffer) {
+				for range n {
+					resp, err := http.Post(base+c.Route, "application/json", bytes.NewReader(c.Body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
+					}
 				}
 			}
 		}
-		slices.Sort(ran)
-		listed := reviewPath(string(contributing), path.heading)
-		slices.Sort(listed)
-		if !slices.Equal(ran, listed) {
-			var want strings.Builder
-			for _, f := range ran {
-				fmt.Fprintf(&want, "- `%s`\n", f)
+		before := coverCounts(t, bin, examples, review(2))
+		after := coverCounts(t, bin, examples, review(3))
+		checkPath(t, string(contributing), path.heading, fmt.Sprintf("the review (%s)", c.Route), before, after)
+	}
+
+	// A reload: the server started on a copy of the example bundle and
+	// left alone, against the same with one policy changed and a SIGHUP,
+	// which checks the store at once.
+	policies := filepath.Join(t.TempDir(), "policies")
+	if err := os.CopyFS(policies, os.DirFS(examples)); err != nil {
+		t.Fatal(err)
+	}
+	before := coverCounts(t, bin, policies, func(*testing.T, string, *exec.Cmd, *syncbuf.Buffer) {})
+	after := coverCounts(t, bin, policies, func(t *testing.T, _ string, cmd *exec.Cmd, logs *syncbuf.Buffer) {
+		file := filepath.Join(policies, "01-basic.yaml")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, bytes.Replace(data, []byte("object.spec.replicas <= 5"), []byte("object.spec.replicas <= 6"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, logs, `"changed":true,`)
+	})
+	checkPath(t, string(contributing), "One reload from a store", "the reload", before, after)
+}
+
+// checkPath holds the list after heading to the files whose coverage
+// counts rose from before to after.
+func checkPath(t *testing.T, contributing, heading, what string, before, after map[string]int) {
+	t.Helper()
+	var ran []string
+	for block, n := range after {
+		if n > before[block] {
+			file, _, _ := strings.Cut(block, ":")
+			if rel, ok := strings.CutPrefix(file, "github.com/admitfn/admitfn/"); ok && !slices.Contains(ran, rel) {
+				ran = append(ran, rel)
 			}
-			t.Errorf("CONTRIBUTING.md, %q: lists %v; the review (%s) ran these %d files:\n%s", path.heading, listed, c.Route, len(ran), want.String())
+		}
+	}
+	slices.Sort(ran)
+	listed := reviewPath(contributing, heading)
+	slices.Sort(listed)
+	if !slices.Equal(ran, listed) {
+		var want strings.Builder
+		for _, f := range ran {
+			fmt.Fprintf(&want, "- `%s`\n", f)
+		}
+		t.Errorf("CONTRIBUTING.md, %q: lists %v; %s ran these %d files:\n%s", heading, listed, what, len(ran), want.String())
+	}
+}
+
+// waitLog waits for a log line holding s.
+func waitLog(t *testing.T, logs *syncbuf.Buffer, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(logs.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the logs:\n%s", s, logs.String())
 		}
 	}
 }
@@ -111,9 +169,10 @@ func reviewPath(doc, heading string) []string {
 	return files
 }
 
-// coverCounts runs the server built with coverage on the example bundle,
-// sends it c n times, stops it and returns its coverage counts by block.
-func coverCounts(t *testing.T, bin, root string, c soak.Case, n int) map[string]int {
+// coverCounts runs the server built with coverage on the bundle in
+// policies, has act work it once its bundle has settled, stops it and
+// returns its coverage counts by block.
+func coverCounts(t *testing.T, bin, policies string, act func(t *testing.T, base string, cmd *exec.Cmd, logs *syncbuf.Buffer)) map[string]int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -122,7 +181,7 @@ func coverCounts(t *testing.T, bin, root string, c soak.Case, n int) map[string]
 	addr := ln.Addr().String()
 	ln.Close()
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--addr", addr, "--policies", filepath.Join(root, "policies/examples"), "--refresh-interval", "0", "--log-level", "debug")
+	cmd := exec.Command(bin, "--addr", addr, "--policies", policies, "--refresh-interval", "0", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "GOCOVERDIR="+dir)
 	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -130,25 +189,11 @@ func coverCounts(t *testing.T, bin, root string, c soak.Case, n int) map[string]
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	base := "http://" + addr
 	// The bundle's background work (client-go's schema, for the example
 	// bundle's ApplyConfiguration policies) done, so none runs beside the
-	// reviews.
-	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(logs.String(), `"message":"bundle settled`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not settle:\n%s", logs.String())
-		}
-	}
-	for range n {
-		resp, err := http.Post(base+c.Route, "application/json", bytes.NewReader(c.Body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: HTTP %d", c.Name, resp.StatusCode)
-		}
-	}
+	// work measured.
+	waitLog(t, logs, `"message":"bundle settled`)
+	act(t, "http://"+addr, cmd, logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the server's exit: %v\n%s", err, logs.String())
