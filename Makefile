@@ -59,7 +59,7 @@ FUZZ_TIMEOUT ?= 20m
 # below, kube-apiserver) are bounded too: minutes on 2 CPUs, not hours.
 BUILD_TIMEOUT ?= 45m
 
-.PHONY: install policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench upgrade-rehearsal fallback-rehearsal clean
+.PHONY: install policyreport-deps release release-version release-check release-deps tf-check tf-docs tf-schemas soak fuzz fuzz-short run test unit policy-test e2e e2e-deps etcd kube-apiserver store-deps test-bin test-under-load lint fmt build lambda gcf run-gcf run-lambda bench upgrade-rehearsal fallback-rehearsal bench-peers clean
 
 run: ## serve policies/examples on http://127.0.0.1:8080
 	@# The built binary, not go run: a SIGTERM to go run would leave the
@@ -243,6 +243,16 @@ upgrade-rehearsal: ## in a scratch copy: cel-go and the k8s.io modules at the ne
 
 fallback-rehearsal: ## in a scratch copy, cel-go with a private field renamed: the fast-path tests fail by name, the server answers as before, logs and counts the fallback
 	bash hack/upgrade/fallback.sh
+
+bench-peers: e2e-deps test-bin ## not in make test: admitfn beside Kyverno's and Gatekeeper's engines (W1) and kube-apiserver's own policies (W3), one run; docs/performance.md, "Against the alternatives"
+	@mkdir -p $(BIN)
+	@# The peers' module (test/peers) pins their engines; its graph never
+	@# touches admitfn's.
+	cd test/peers && $(GO) build -o $(abspath $(BIN))/peers .
+	$(GO) run ./hack/benchpeers -peers $(BIN)/peers
+	@# W3 through the end-to-end suite's kube-apiserver; the build tag keeps
+	@# it out of make test and make bench.
+	bash -o pipefail -c "ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(TEST_ENV) $(GO) test -tags benchpeers -count=1 -v -timeout $(E2E_TIMEOUT) -run '^TestW3PodCreateLatency$$' ./test/e2e/ | grep -E '^(W3 |--- |FAIL|ok )'"
 
 bench: ## every Go benchmark, then one line per measure of docs/performance.md (whose Results it rewrites): P<n> <ratio> target <op><value> PASS|FAIL
 	@mkdir -p dist
