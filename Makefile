@@ -244,12 +244,14 @@ upgrade-rehearsal: ## in a scratch copy: cel-go and the k8s.io modules at the ne
 fallback-rehearsal: ## in a scratch copy, cel-go with a private field renamed: the fast-path tests fail by name, the server answers as before, logs and counts the fallback
 	bash hack/upgrade/fallback.sh
 
-bench-peers: e2e-deps test-bin ## not in make test: admitfn beside Kyverno's and Gatekeeper's engines (W1) and kube-apiserver's own policies (W3), one run; docs/performance.md, "Against the alternatives"
+bench-peers: e2e-deps test-bin ## not in make test: admitfn beside Kyverno's and Gatekeeper's engines (W1) and CLIs on a 50,000-object dump (W2), and kube-apiserver's own policies end to end (W3); docs/performance.md, "Against the alternatives"
 	@mkdir -p $(BIN)
 	@# The peers' module (test/peers) pins their engines; its graph never
 	@# touches admitfn's.
-	cd test/peers && $(GO) build -o $(abspath $(BIN))/peers .
-	$(GO) run ./hack/benchpeers -peers $(BIN)/peers
+	cd test/peers && $(GO) build -o $(abspath $(BIN))/peers . && \
+		$(GO) build -o $(abspath $(BIN))/kyverno github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno && \
+		$(GO) build -o $(abspath $(BIN))/gator github.com/open-policy-agent/gatekeeper/v3/cmd/gator
+	$(GO) run ./hack/benchpeers -peers $(BIN)/peers -kyverno $(BIN)/kyverno -gator $(BIN)/gator -admitfn $(TEST_BIN)/admitfn $(BENCH_PEERS_FLAGS)
 	@# W3 through the end-to-end suite's kube-apiserver; the build tag keeps
 	@# it out of make test and make bench.
 	bash -o pipefail -c "ADMITFN_E2E=required ADMITFN_KUBE_APISERVER=$(KUBE_APISERVER) $(TEST_ENV) $(GO) test -tags benchpeers -count=1 -v -timeout $(E2E_TIMEOUT) -run '^TestW3PodCreateLatency$$' ./test/e2e/ | grep -E '^(W3 |--- |FAIL|ok )'"

@@ -46,10 +46,16 @@ const w1Goal = 0.5
 
 func main() {
 	peers := flag.String("peers", "dist/peers", "the test/peers binary")
-	rounds := flag.Int("rounds", 3, "timed rounds per engine, alternating")
+	rounds := flag.Int("rounds", 5, "W1's timed rounds per engine, alternating")
 	keep := flag.Bool("keep", false, "keep the work file, and say where")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of admitfn's timed rounds to this file")
+	flag.StringVar(&w2cfg.admitfnBin, "admitfn", "dist/test-bin/admitfn", "the admitfn CLI (W2)")
+	flag.StringVar(&w2cfg.kyvernoBin, "kyverno", "bin/kyverno", "the kyverno CLI built from test/peers' pins (W2)")
+	flag.StringVar(&w2cfg.gatorBin, "gator", "bin/gator", "the gator CLI built from test/peers' pins (W2)")
+	flag.IntVar(&w2cfg.objects, "w2-objects", 50_000, "the objects of W2's dump; 0 skips W2")
+	flag.IntVar(&w2cfg.rounds, "w2-rounds", 1, "W2's rounds per CLI, alternating")
 	flag.Parse()
+	w2cfg.peersBin = *peers
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -177,8 +183,19 @@ func run(peers string, rounds int, keep bool) error {
 		verdict = "FAIL"
 	}
 	fmt.Printf("W1 %.3g target <=%g (fastest peer: %s) %s\n", ratio, w1Goal, fastest, verdict)
-	return nil
+	if profile != nil {
+		pprof.StopCPUProfile()
+		profile = nil
+	}
+	if w2cfg.objects == 0 {
+		return nil
+	}
+	w2cfg.dir, w2cfg.files = dir, files
+	return w2(w2cfg)
 }
+
+// w2cfg is W2's configuration, from the flags.
+var w2cfg w2Config
 
 type namedReview struct {
 	name string
@@ -260,22 +277,32 @@ func writeWork(file string, reviews []namedReview) error {
 func w1Engine(files ...string) (*engine.Engine, error) {
 	fsys := fstest.MapFS{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := withEverywhereBinding(f)
 		if err != nil {
 			return nil, err
 		}
-		var vap struct {
-			Metadata struct{ Name string } `json:"metadata"`
-		}
-		if err := yaml.Unmarshal(data, &vap); err != nil || vap.Metadata.Name == "" {
-			return nil, fmt.Errorf("%s: no policy name (%v)", f, err)
-		}
-		binding := fmt.Sprintf("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n"+
-			"metadata: {name: %s-everywhere}\nspec: {policyName: %s, validationActions: [Deny]}\n", vap.Metadata.Name, vap.Metadata.Name)
-		fsys[filepath.Base(f)] = &fstest.MapFile{Data: append(data, "\n---\n"+binding...)}
+		fsys[filepath.Base(f)] = &fstest.MapFile{Data: data}
 	}
 	e, _, err := engine.Load(fsys, ".", celeval.NewCompiler())
 	return e, err
+}
+
+// withEverywhereBinding is a policy file with a binding of its policy to
+// every namespace.
+func withEverywhereBinding(file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var vap struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(data, &vap); err != nil || vap.Metadata.Name == "" {
+		return nil, fmt.Errorf("%s: no policy name (%v)", file, err)
+	}
+	binding := fmt.Sprintf("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n"+
+		"metadata: {name: %s-everywhere}\nspec: {policyName: %s, validationActions: [Deny]}\n", vap.Metadata.Name, vap.Metadata.Name)
+	return append(data, "\n---\n"+binding...), nil
 }
 
 var validating = policy.Route{Type: policy.Validating}
@@ -347,6 +374,16 @@ var profile *os.File
 // decision out, as the peers' bench mode measures theirs.
 func benchAdmitfn(e *engine.Engine, reviews []namedReview) float64 {
 	ctx := context.Background()
+	// Warm, as the peers are: what an engine does once (planning,
+	// bounds) is not the measure.
+	for range 3 {
+		for _, r := range reviews {
+			if _, err := decide(e, r.body); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-peers: admitfn:", err)
+				os.Exit(1)
+			}
+		}
+	}
 	var failed error
 	res := testing.Benchmark(func(b *testing.B) {
 		for b.Loop() {

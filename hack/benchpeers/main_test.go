@@ -80,3 +80,38 @@ func TestW1AdmitfnDecisions(t *testing.T) {
 		t.Errorf("a malformed review: %v, want an error", err)
 	}
 }
+
+// W2's readers of each CLI's output count denied resources as each CLI
+// reports them, and the List is split into the same objects.
+func TestW2Outputs(t *testing.T) {
+	if n, err := admitfnDenied([]byte(`{"summary": {"resources": 3, "denied": 2}}`)); err != nil || n != 2 {
+		t.Errorf("admitfn: %d, %v", n, err)
+	}
+	if _, err := admitfnDenied([]byte(`{"summary": {}}`)); err == nil {
+		t.Error("admitfn: a report without summary.denied read as none denied")
+	}
+	kyverno := "policy a -> resource ns-1/Pod/p failed:\n1 - x\npolicy b -> resource ns-1/Pod/p failed:\n1 - y\n" +
+		"policy a -> resource ns-2/Deployment/d failed:\n1 - x\n\npass: 3, fail: 3, warn: 0, error: 0, skip: 0 \n"
+	if n, err := kyvernoDenied([]byte(kyverno)); err != nil || n != 2 {
+		t.Errorf("kyverno: %d, %v", n, err)
+	}
+	if _, err := kyvernoDenied([]byte("panic: not a list")); err == nil {
+		t.Error("kyverno: an output without its summary read as none denied")
+	}
+	gator := `[{"msg": "x", "violatingObject": {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns-1"}}},
+		{"msg": "y", "violatingObject": {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns-1"}}},
+		{"msg": "x", "violatingObject": {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns-2"}}}]`
+	if n, err := gatorDenied([]byte(gator)); err != nil || n != 2 {
+		t.Errorf("gator: %d, %v", n, err)
+	}
+	docs, err := splitList(perf.ClusterDump(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(docs), "---\n"); n != 60 {
+		t.Errorf("the List split into %d documents, want 60", n)
+	}
+	if !strings.Contains(string(docs), "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  labels:\n    environment: test\n  name: ns-0\n") {
+		t.Errorf("the first document is not the first item:\n%.300s", docs)
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // readPolicies reads the ValidatingAdmissionPolicies of admitfn's YAML
@@ -55,4 +57,44 @@ func kindName(name string) string {
 var resourceKinds = map[string]string{
 	"pods": "Pod", "deployments": "Deployment", "statefulsets": "StatefulSet", "daemonsets": "DaemonSet",
 	"replicasets": "ReplicaSet", "jobs": "Job", "cronjobs": "CronJob",
+}
+
+// writeForms writes the policies in each peer's form, for its CLI:
+// kyverno.yaml (ValidatingPolicies, for kyverno apply) and gatekeeper/
+// (templates and constraints, for gator test).
+func writeForms(vaps []admissionregistrationv1.ValidatingAdmissionPolicy, dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "gatekeeper"), 0o755); err != nil {
+		return err
+	}
+	var docs [][]byte
+	for _, p := range kyvernoPolicies(vaps) {
+		data, err := sigsyaml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, data)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kyverno.yaml"), bytes.Join(docs, []byte("---\n")), 0o644); err != nil {
+		return err
+	}
+	templs, constraints, _, err := gatekeeperObjects(vaps)
+	if err != nil {
+		return err
+	}
+	docs = nil
+	for _, t := range templs {
+		data, err := sigsyaml.Marshal(t)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, data)
+	}
+	for _, c := range constraints {
+		data, err := sigsyaml.Marshal(c.Object)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, data)
+	}
+	return os.WriteFile(filepath.Join(dir, "gatekeeper", "policies.yaml"), bytes.Join(docs, []byte("---\n")), 0o644)
 }

@@ -33,20 +33,12 @@ type gatekeeper struct {
 	names map[string]string
 }
 
-func newGatekeeper(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*gatekeeper, error) {
-	driver, err := k8scel.New()
-	if err != nil {
-		return nil, err
-	}
-	client, err := constraintclient.NewClient(
-		constraintclient.Targets(&target.K8sValidationTarget{}),
-		constraintclient.Driver(driver),
-		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint))
-	if err != nil {
-		return nil, err
-	}
-	g := &gatekeeper{client: client, names: map[string]string{}}
-	ctx := context.Background()
+// gatekeeperObjects are admitfn's policies as Gatekeeper templates and
+// constraints, and the policies' names by constraint name.
+func gatekeeperObjects(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) ([]*templates.ConstraintTemplate, []*unstructured.Unstructured, map[string]string, error) {
+	var templs []*templates.ConstraintTemplate
+	var constraints []*unstructured.Unstructured
+	names := map[string]string{}
 	for _, vap := range vaps {
 		kind := kindName(vap.Name)
 		src := schema.Source{}
@@ -65,9 +57,9 @@ func newGatekeeper(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*g
 		}
 		var value map[string]any
 		if err := roundTrip(src, &value); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		templ := &templates.ConstraintTemplate{
+		templs = append(templs, &templates.ConstraintTemplate{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "templates.gatekeeper.sh/v1", Kind: "ConstraintTemplate"},
 			ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(kind)},
 			Spec: templates.ConstraintTemplateSpec{
@@ -77,10 +69,7 @@ func newGatekeeper(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*g
 					Code:   []templates.Code{{Engine: schema.Name, Source: &templates.Anything{Value: value}}},
 				}},
 			},
-		}
-		if _, err := client.AddTemplate(ctx, templ); err != nil {
-			return nil, fmt.Errorf("template of %s: %w", vap.Name, err)
-		}
+		})
 		var kinds []any
 		if mc := vap.Spec.MatchConstraints; mc != nil {
 			for _, rule := range mc.ResourceRules {
@@ -98,18 +87,45 @@ func newGatekeeper(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*g
 			}
 		}
 		name := strings.ToLower(kind)
-		constraint := &unstructured.Unstructured{Object: map[string]any{
+		constraints = append(constraints, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "constraints.gatekeeper.sh/v1beta1",
 			"kind":       kind,
 			"metadata":   map[string]any{"name": name},
 			"spec":       map[string]any{"match": map[string]any{"kinds": kinds}},
-		}}
-		if _, err := client.AddConstraint(ctx, constraint); err != nil {
-			return nil, fmt.Errorf("constraint of %s: %w", vap.Name, err)
-		}
-		g.names[name] = vap.Name
+		}})
+		names[name] = vap.Name
 	}
-	return g, nil
+	return templs, constraints, names, nil
+}
+
+func newGatekeeper(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*gatekeeper, error) {
+	templs, constraints, names, err := gatekeeperObjects(vaps)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := k8scel.New()
+	if err != nil {
+		return nil, err
+	}
+	client, err := constraintclient.NewClient(
+		constraintclient.Targets(&target.K8sValidationTarget{}),
+		constraintclient.Driver(driver),
+		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint))
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	for _, templ := range templs {
+		if _, err := client.AddTemplate(ctx, templ); err != nil {
+			return nil, fmt.Errorf("template %s: %w", templ.Name, err)
+		}
+	}
+	for _, c := range constraints {
+		if _, err := client.AddConstraint(ctx, c); err != nil {
+			return nil, fmt.Errorf("constraint %s: %w", c.GetName(), err)
+		}
+	}
+	return &gatekeeper{client: client, names: names}, nil
 }
 
 func roundTrip(in, out any) error {

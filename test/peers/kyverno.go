@@ -24,8 +24,9 @@ import (
 // (the work reviews Pods).
 type kyverno struct{ engine vpolengine.Engine }
 
-func newKyverno(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*kyverno, error) {
-	var policies []policiesv1beta1.ValidatingPolicyLike
+// kyvernoPolicies are admitfn's policies as Kyverno ValidatingPolicies.
+func kyvernoPolicies(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) []*policiesv1beta1.ValidatingPolicy {
+	var policies []*policiesv1beta1.ValidatingPolicy
 	for _, vap := range vaps {
 		policies = append(policies, &policiesv1beta1.ValidatingPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "policies.kyverno.io/v1beta1", Kind: "ValidatingPolicy"},
@@ -43,6 +44,14 @@ func newKyverno(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*kyve
 				},
 			},
 		})
+	}
+	return policies
+}
+
+func newKyverno(vaps []admissionregistrationv1.ValidatingAdmissionPolicy) (*kyverno, error) {
+	var policies []policiesv1beta1.ValidatingPolicyLike
+	for _, p := range kyvernoPolicies(vaps) {
+		policies = append(policies, p)
 	}
 	provider, err := vpolengine.NewProvider(vpolcompiler.NewCompiler(), policies, nil)
 	if err != nil {
