@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	celcommon "k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/library"
@@ -82,6 +84,7 @@ func (c *condition) ForInput(ctx context.Context, versionedAttr *admission.Versi
 	evaluations := make([]plugincel.EvaluationResult, len(c.results))
 	if bound, ok := c.untracked(versionedAttr, inputs, namespace, runtimeCELCostBudget); ok {
 		compositionCtx.untracked = true
+		compositionCtx.uninterrupted = bound <= uninterruptedBelow
 		failed := false
 		for i, result := range c.results {
 			if err := deadlinePassed(ctx); err != nil {
@@ -369,11 +372,33 @@ func evaluateUntracked(compositionCtx *composition, act *activation, result plug
 		return evaluation
 	}
 	start := time.Now()
-	evalResult, _, err := untrackedOf(result).ContextEval(compositionCtx, act)
+	evalResult, err := evalUntracked(compositionCtx, untrackedOf(result), act)
 	compositionCtx.GetAndResetCost()
 	evaluation.Elapsed = time.Since(start)
 	setResult(&evaluation, result, evalResult, err)
 	return evaluation
+}
+
+// uninterruptedBelow is the cost bound at or under which an untracked
+// condition set runs without the review's context. cel-go's ContextEval
+// makes each evaluation a cancelable child of the context, for a
+// comprehension to check every celconfig.CheckFrequency iterations, which
+// for cheap expressions is a large part of their time. A set proven
+// within one expression's per-call limit ends in milliseconds, and the
+// deadline is checked before each of its expressions as before every
+// other: past it the review answers with an error either way, so without
+// the context it only gives up that much later.
+var uninterruptedBelow uint64 = celconfig.PerCallLimit
+
+// evalUntracked evaluates an untracked program of c's set: with c's
+// context unless the set is uninterrupted.
+func evalUntracked(c *composition, prog cel.Program, act any) (ref.Val, error) {
+	if c.uninterrupted {
+		v, _, err := prog.Eval(act)
+		return v, err
+	}
+	v, _, err := prog.ContextEval(c, act)
+	return v, err
 }
 
 func outOfBudget() error {

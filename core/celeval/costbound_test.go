@@ -5,11 +5,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/cel/environment"
 
@@ -179,5 +181,60 @@ func TestBoundsKeepNoEnvironment(t *testing.T) {
 	}
 	if env.Value() != nil {
 		t.Error("the policy's environment is still reachable after its bound was computed")
+	}
+}
+
+// An untracked set within one expression's per-call limit runs without the
+// review's context: the same results, a cancelable context fewer per
+// expression; and past the deadline it still stops before its next
+// expression.
+func TestUninterruptedSets(t *testing.T) {
+	_, va := versioned(decode(t))
+	exprs := []string{
+		`object.spec.replicas == 3 || object.metadata.name.size() > 0`,
+		`object.metadata.name.startsWith('web')`,
+		`has(object.spec.template)`,
+	}
+	pc := NewCompiler().ForPolicy(false)
+	var results []plugincel.CompilationResult
+	for _, e := range exprs {
+		results = append(results, pc.CompileCELExpression(&validating.ValidationCondition{Expression: e}, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions))
+	}
+	set := newCondition(nil, results)
+	BudgetChain(set)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	run := func() []plugincel.EvaluationResult {
+		out, _, err := set.ForInput(ctx, va, nil, plugincel.OptionalVariableBindings{}, nil, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run() // the first evaluation is tracked
+	describeAll := func(rs []plugincel.EvaluationResult) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, describe(r.EvalResult, r.Error))
+		}
+		return strings.Join(s, "; ")
+	}
+	uninterrupted := describeAll(run())
+	allocs := testing.AllocsPerRun(20, func() { run() })
+	defer func(was uint64) { uninterruptedBelow = was }(uninterruptedBelow)
+	uninterruptedBelow = 0
+	interrupted := describeAll(run())
+	allocsWith := testing.AllocsPerRun(20, func() { run() })
+	if uninterrupted != interrupted {
+		t.Errorf("without the context: %s; with it: %s", uninterrupted, interrupted)
+	}
+	if allocsWith-allocs < float64(len(exprs)) {
+		t.Errorf("%v allocations a set without the context, %v with it: want one context fewer per expression", allocs, allocsWith)
+	}
+	uninterruptedBelow = celconfig.PerCallLimit
+	past, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer stop()
+	if _, _, err := set.ForInput(past, va, nil, plugincel.OptionalVariableBindings{}, nil, 1000); err == nil {
+		t.Error("past its deadline, the set was evaluated")
 	}
 }

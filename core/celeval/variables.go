@@ -84,8 +84,9 @@ type composition struct {
 	memo *variableMemo
 	cost int64
 	// untracked: the set is evaluated without cost tracking
-	// (costbound.go), and so are its variables.
-	untracked bool
+	// (costbound.go), and so are its variables; uninterrupted: also
+	// without the review's context (uninterruptedBelow).
+	untracked, uninterrupted bool
 	// longest is the longest list of the review's inputs, -1 when
 	// unmeasured: tracked evaluations are tracked linearly from a
 	// program's threshold (lineartrack.go).
@@ -279,7 +280,7 @@ func (m *variablesValue) evaluate(i int) ref.Val {
 func (m *variablesValue) evaluateUntracked(i int, name string, result plugincel.CompilationResult) ref.Val {
 	c := m.c
 	m.evaluating = append(m.evaluating, i)
-	v, _, err := untrackedOf(result).ContextEval(c, m.activation)
+	v, err := evalUntracked(c, untrackedOf(result), m.activation)
 	m.evaluating = m.evaluating[:len(m.evaluating)-1]
 	if err != nil {
 		v = types.NewErr("composited variable %q fails to evaluate: %v", name, err)
