@@ -11,8 +11,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/admitfn/admitfn/core/celeval/internal/cost"
