@@ -10,6 +10,10 @@
 // reviews by the same policies, admitfn's message among each peer's; then
 // each reviews the whole set in turn, as a Go benchmark, rounds alternating
 // between engines, and the medians are compared.
+//
+// W2 (w2.go): the same policies through each engine's CLI on A1's dump.
+// W3 is test/e2e's TestW3PodCreateLatency, which make bench-peers runs
+// after this command.
 package main
 
 import (
