@@ -258,7 +258,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	startup.Ready(log.Info().Str("addr", ln.Addr().String()).Str("scheme", scheme).Int("max_connections", maxConns).Uint64("fd_limit", nofile), cfg.bundle, rl).Msg("serving")
 	go rl.Run(ctx)
-	go checkOnHangup(ctx, hup, rl, log)
+	// The SIGHUP loop ends before run returns, as the server does: a check
+	// it started is not left running past the shutdown.
+	hupCtx, stopHup := context.WithCancel(ctx)
+	hupDone := make(chan struct{})
+	go func() {
+		defer close(hupDone)
+		checkOnHangup(hupCtx, hup, rl, log)
+	}()
+	defer func() {
+		stopHup()
+		<-hupDone
+	}()
 	if scheme == "http" {
 		log.Warn().Msg("serving plain HTTP: kube-apiserver only calls webhooks over HTTPS; set --tls-cert and --tls-key (or terminate TLS in front)")
 	}
