@@ -123,8 +123,8 @@ func w3Pod() *corev1.Pod {
 	}
 }
 
-// createLatency creates Pods from w writers, 50 to warm then 25 a writer
-// (at least 400) timed, and returns the p50 and p99 of the timed creates.
+// createLatency creates Pods from w writers, 50 to warm then 50 a writer
+// (at least 1,000) timed, and returns the p50 and p99 of the timed creates.
 // The Pods are deleted after.
 func createLatency(t *testing.T, cs *kubernetes.Clientset, ns string, w int) (p50, p99 time.Duration) {
 	t.Helper()
@@ -139,7 +139,7 @@ func createLatency(t *testing.T, cs *kubernetes.Clientset, ns string, w int) (p5
 			t.Fatal(err)
 		}
 	}
-	n := max(400, 25*w)
+	n := max(1000, 50*w)
 	took := make([]time.Duration, 0, n)
 	var mu sync.Mutex
 	var failed error
