@@ -83,7 +83,7 @@ func ExactCost() Option { return func(c *Compiler) { c.exactCost = true } }
 
 // linearTrackingFrom sets the longest list in a review's inputs (objects,
 // request, params, namespace) from which an expression evaluated with cost
-// tracking is tracked by admitfn's linear tracker (lineartrack.go): the same
+// tracking is tracked by admitfn's linear tracker (internal/cost): the same
 // costs in the same order as cel-go's tracker, in time that grows with the
 // object where cel-go's grows with its square. Below it, cel-go's tracker
 // serves (planning the linear program costs a compile, paid once per
