@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/admitfn/admitfn/core/policy"
 )
@@ -123,6 +124,52 @@ func (d *Dir) Put(_ context.Context, key string, data []byte, _ string) (Object,
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return Object{}, err
 	}
+	return d.write(key, p, data)
+}
+
+// staleLock is how old a lock file of PutIf may be before another writer
+// takes it: the lock is held for a stat and a rename, so one this old was
+// left by a writer that died.
+const staleLock = 30 * time.Second
+
+// PutIf holds a lock file beside the object (created exclusively) while it
+// compares the ETag and renames the new content into place: writers that
+// honour it are serialized, as a store's precondition serializes them.
+func (d *Dir) PutIf(_ context.Context, key string, data []byte, _ string, ifMatch string) (Object, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return Object{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return Object{}, err
+	}
+	lock := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".lock")
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(lock); serr == nil && time.Since(fi.ModTime()) > staleLock {
+			os.Remove(lock)
+			f, err = os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return Object{}, fmt.Errorf("%s: another writer holds %s: %w", key, lock, ErrConflict)
+	}
+	if err != nil {
+		return Object{}, err
+	}
+	f.Close()
+	defer os.Remove(lock)
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return Object{}, err
+	case err != nil && ifMatch != "", err == nil && ifMatch != etag(fi):
+		return Object{}, fmt.Errorf("%s: %w", key, ErrConflict)
+	}
+	return d.write(key, p, data)
+}
+
+func (d *Dir) write(key, p string, data []byte) (Object, error) {
 	f, err := os.CreateTemp(filepath.Dir(p), ".put-*")
 	if err != nil {
 		return Object{}, err

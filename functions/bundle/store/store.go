@@ -31,6 +31,9 @@ var (
 	ErrNoBucket = errors.New("bucket does not exist")
 	// ErrNotBuiltIn: the binary has no backend for the location's scheme.
 	ErrNotBuiltIn = errors.New("storage backend not built in")
+	// ErrConflict: a conditional write found the object changed (or, for
+	// a create, present) since the caller read it, and wrote nothing.
+	ErrConflict = errors.New("object changed since it was read")
 )
 
 // Object describes one stored object.
@@ -59,6 +62,12 @@ type Bucket interface {
 	List(ctx context.Context) ([]Object, error)
 	// Put writes data at key and returns what was written.
 	Put(ctx context.Context, key string, data []byte, contentType string) (Object, error)
+	// PutIf writes data at key only while the object there still has the
+	// ETag ifMatch, or, with ifMatch "", while there is none; otherwise it
+	// writes nothing and returns ErrConflict. It is the store's own
+	// precondition (S3 If-Match and If-None-Match, a GCS generation
+	// match), so of two writers that read the same ETag one wins.
+	PutIf(ctx context.Context, key string, data []byte, contentType, ifMatch string) (Object, error)
 	// Location is where the bucket points, as Open accepts it.
 	Location() string
 }

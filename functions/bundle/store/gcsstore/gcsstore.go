@@ -129,9 +129,27 @@ func (b *Bucket) List(ctx context.Context) ([]store.Object, error) {
 }
 
 func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType string) (store.Object, error) {
+	return b.put(ctx, b.object(key), key, data, contentType)
+}
+
+// PutIf is a GCS generation precondition: the generation read (the ETag
+// Get returns), or generation 0 for an object that must not exist yet.
+func (b *Bucket) PutIf(ctx context.Context, key string, data []byte, contentType, ifMatch string) (store.Object, error) {
+	cond := storage.Conditions{DoesNotExist: true}
+	if ifMatch != "" {
+		gen, err := strconv.ParseInt(ifMatch, 10, 64)
+		if err != nil || gen <= 0 {
+			return store.Object{}, fmt.Errorf("%s/%s: invalid generation %q", b.loc, key, ifMatch)
+		}
+		cond = storage.Conditions{GenerationMatch: gen}
+	}
+	return b.put(ctx, b.object(key).If(cond), key, data, contentType)
+}
+
+func (b *Bucket) put(ctx context.Context, o *storage.ObjectHandle, key string, data []byte, contentType string) (store.Object, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // an unfinished writer is abandoned by cancelling its context
-	w := b.object(key).NewWriter(ctx)
+	w := o.NewWriter(ctx)
 	w.ContentType = contentType
 	w.ChunkSize = 0 // one request: bundle objects are small
 	if _, err := io.Copy(w, bytes.NewReader(data)); err != nil {
@@ -142,6 +160,9 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType s
 		if errors.As(err, &ge) && ge.Code == http.StatusNotFound {
 			// A new object cannot be missing: its bucket is.
 			return store.Object{}, fmt.Errorf("%s: %w", b.loc.String(), store.ErrNoBucket)
+		}
+		if errors.As(err, &ge) && ge.Code == http.StatusPreconditionFailed {
+			return store.Object{}, fmt.Errorf("%s/%s: %w", b.loc, key, store.ErrConflict)
 		}
 		return store.Object{}, b.err(err, key)
 	}

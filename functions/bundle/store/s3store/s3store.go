@@ -122,13 +122,33 @@ func (b *Bucket) List(ctx context.Context) ([]store.Object, error) {
 }
 
 func (b *Bucket) Put(ctx context.Context, key string, data []byte, contentType string) (store.Object, error) {
-	out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
+	return b.put(ctx, key, data, contentType, nil)
+}
+
+// PutIf is S3's conditional write: If-Match on the ETag read, or
+// If-None-Match: * for an object that must not exist yet.
+func (b *Bucket) PutIf(ctx context.Context, key string, data []byte, contentType, ifMatch string) (store.Object, error) {
+	return b.put(ctx, key, data, contentType, func(in *s3.PutObjectInput) {
+		if ifMatch == "" {
+			in.IfNoneMatch = aws.String("*")
+		} else {
+			in.IfMatch = aws.String(ifMatch)
+		}
+	})
+}
+
+func (b *Bucket) put(ctx context.Context, key string, data []byte, contentType string, cond func(*s3.PutObjectInput)) (store.Object, error) {
+	in := &s3.PutObjectInput{
 		Bucket:        aws.String(b.loc.Bucket),
 		Key:           aws.String(b.loc.Key(key)),
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
 		ContentType:   aws.String(contentType),
-	})
+	}
+	if cond != nil {
+		cond(in)
+	}
+	out, err := b.client.PutObject(ctx, in)
 	if err != nil {
 		return store.Object{}, b.err(err, key)
 	}
@@ -155,7 +175,8 @@ func version(v *string) string {
 }
 
 // err maps S3's answers to the store's errors: 304 to ErrNotModified, 404
-// (NoSuchKey, NoSuchVersion) to ErrNotFound, NoSuchBucket to ErrNoBucket.
+// (NoSuchKey, NoSuchVersion) to ErrNotFound, NoSuchBucket to ErrNoBucket,
+// 412 (and 409 ConditionalRequestConflict) to ErrConflict.
 func (b *Bucket) err(err error, key string) error {
 	where := b.loc.String()
 	if key != "" {
@@ -176,6 +197,9 @@ func (b *Bucket) err(err error, key string) error {
 		return fmt.Errorf("%s: %w", b.loc.String(), store.ErrNoBucket)
 	case code == http.StatusNotFound:
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+	case code == http.StatusPreconditionFailed || code == http.StatusConflict && errors.As(err, &ae) && ae.ErrorCode() == "ConditionalRequestConflict":
+		// 409: a conditional write raced another write to the key.
+		return fmt.Errorf("%s: %w", where, store.ErrConflict)
 	}
 	// The SDK's text carries request IDs, which differ on every attempt;
 	// the status and S3's error code say what went wrong, and read the same

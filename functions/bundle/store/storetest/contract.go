@@ -75,4 +75,33 @@ func Contract(t *testing.T, b, outside store.Bucket, versioned bool) {
 	if want := []string{"a.yaml", "dir/b.json"}; !reflect.DeepEqual(keys, want) {
 		t.Errorf("List: %v, want %v", keys, want)
 	}
+
+	// Conditional writes: of two writers that read the same ETag, the
+	// second loses and writes nothing; a create loses to any object.
+	if _, err := b.PutIf(ctx, "a.yaml", []byte("three"), "application/yaml", ""); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("PutIf create over an object: %v, want ErrConflict", err)
+	}
+	if _, err := b.PutIf(ctx, "a.yaml", []byte("three"), "application/yaml", obj.ETag); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("PutIf with a stale ETag: %v, want ErrConflict", err)
+	}
+	if data, err := b.GetVersion(ctx, "a.yaml", ""); err != nil || string(data) != "two!" {
+		t.Errorf("after lost conditional writes: %q %v, want two!", data, err)
+	}
+	won, err := b.PutIf(ctx, "a.yaml", []byte("three"), "application/yaml", obj2.ETag)
+	if err != nil {
+		t.Fatalf("PutIf with the current ETag: %v", err)
+	}
+	data, obj3, err := b.Get(ctx, "a.yaml", "")
+	if err != nil || string(data) != "three" || obj3.ETag != won.ETag || obj3.ETag == obj2.ETag {
+		t.Errorf("after PutIf: %q %+v %v, want three with ETag %s", data, obj3, err, won.ETag)
+	}
+	if _, err := b.PutIf(ctx, "a.yaml", []byte("four"), "application/yaml", obj2.ETag); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second PutIf with the ETag both read: %v, want ErrConflict", err)
+	}
+	if _, err := b.PutIf(ctx, "new.yaml", []byte("n"), "application/yaml", ""); err != nil {
+		t.Errorf("PutIf create: %v", err)
+	}
+	if data, err := b.GetVersion(ctx, "new.yaml", ""); err != nil || string(data) != "n" {
+		t.Errorf("created: %q %v", data, err)
+	}
 }
