@@ -21,9 +21,9 @@ import (
 
 func (c *cli) pushCmd() *cobra.Command {
 	var (
-		policies, to, signKey, output string
-		expires, timeout, transition  time.Duration
-		resign, allowWebhookChange    bool
+		policies, to, signKey, output, expect string
+		expires, timeout, transition          time.Duration
+		resign, allowWebhookChange, unsigned  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "push -p BUNDLE --to s3://bucket/prefix|gs://bucket/prefix|DIR",
@@ -42,17 +42,30 @@ only what a manifest names, so they switch from one bundle to the next in one
 step; test files (*_test.yaml) and hidden files are not uploaded.
 
 With --sign-key the manifest is signed; functions with ADMITFN_BUNDLE_PUBLIC_KEY
-load only bundles signed by a matching key (see 'admitfn keygen'). A manifest
+load only bundles signed by a matching key (see 'admitfn keygen'). A location
+whose manifest is signed stays signed: push refuses an unsigned bundle there
+(--allow-unsigned to stop signing it on purpose), and one signed by another
+key than the manifest's unless ADMITFN_BUNDLE_PUBLIC_KEY names it. A manifest
 in a bucket names the location it was published for, a serial higher than the
 manifest it replaces, and an expiry (--expires): functions refuse it anywhere
 else, after it expires, and when it is older than the bundle they serve. Keep
-an unchanged bundle loading with --resign, on a schedule shorter than --expires.
+an unchanged bundle loading with --resign, on a schedule shorter than --expires:
+it re-signs the manifest in place only when it is the bundle of -p (or the
+bundle ID --expect names), so a re-sign never blesses an older manifest put
+back in the bucket.
 The serial follows the manifest in place only when it verifies with the
 signing key or a key of ADMITFN_BUNDLE_PUBLIC_KEY and names this location
 (anyone who can write the bucket can put a manifest there); otherwise push
-warns and starts from the time in Unix seconds. With ADMITFN_BUNDLE_PUBLIC_KEY
-set, an unsigned push is refused. Push then reads the bundle back as a
-function would, and fails on anything a function would refuse.
+warns and starts from the last signed manifest it kept (.admitfn/signed.json),
+or from the time in Unix seconds. With ADMITFN_BUNDLE_PUBLIC_KEY set, an
+unsigned push is refused. Push then reads the bundle back as a function would,
+and fails on anything a function would refuse.
+
+One push at a time: a push holds the location's lock (.admitfn/lock.json) for
+at most --timeout, and writes its manifest only over the one it read (S3
+If-Match, a GCS generation precondition, a lock file in a directory). A push
+that finds another running, or whose manifest another replaced meanwhile,
+fails and writes no manifest.
 
 Before uploading, push compares the bundle with the one published at the
 location (as 'admitfn diff' does) and prints the difference. A group's route
@@ -80,12 +93,20 @@ for S3-compatible servers), for GCS Application Default Credentials
 (STORAGE_EMULATOR_HOST for an emulator).`,
 		Example: `  admitfn push -p policies/ --to s3://my-bucket/admitfn --sign-key bundle.key
   admitfn push -p policies/ --to gs://my-bucket/admitfn -o json
-  admitfn push --resign --sign-key bundle.key --to s3://my-bucket/admitfn`,
+  admitfn push --resign --sign-key bundle.key --to s3://my-bucket/admitfn -p policies/`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case resign && (to == "" || signKey == ""):
 				return usagef("--resign needs --to and --sign-key")
+			case resign && policies == "" && expect == "":
+				return usagef("--resign needs the bundle it re-signs: -p with its policies, or --expect with its bundle ID (a manifest put back in the bucket is signed by the key too)")
+			case resign && policies != "" && expect != "":
+				return usagef("--resign takes -p or --expect, not both")
+			case !resign && expect != "":
+				return usagef("--expect goes with --resign")
+			case resign && unsigned:
+				return usagef("--allow-unsigned does not go with --resign, which signs")
 			case !resign && (policies == "" || to == ""):
 				return usagef("-p/--policies and --to are required")
 			case expires <= 0:
@@ -97,11 +118,12 @@ for S3-compatible servers), for GCS Application Default Credentials
 			if transition < 0 {
 				return usagef("--transition must be 0 or more, not %v", transition)
 			}
-			opts := bundle.PublishOptions{Expiry: expires, Transition: transition}
+			// The lease outlasts the push, which its timeout ends.
+			opts := bundle.PublishOptions{Expiry: expires, Transition: transition, AllowUnsigned: unsigned, Lease: timeout + time.Minute}
 			if transition == 0 {
 				opts.Transition = -1
 			}
-			return c.push(policies, to, signKey, output, resign, allowWebhookChange, opts, timeout)
+			return c.push(policies, to, signKey, output, expect, resign, allowWebhookChange, opts, timeout)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -109,7 +131,9 @@ for S3-compatible servers), for GCS Application Default Credentials
 	f.StringVar(&to, "to", "", "where to publish: s3://bucket/prefix, gs://bucket/prefix or a directory (required)")
 	f.StringVar(&signKey, "sign-key", "", "ed25519 private key (PKCS #8 PEM) to sign the manifest with")
 	f.DurationVar(&expires, "expires", bundle.DefaultExpiry, "how long functions accept the manifest of a bucket (not of a directory); re-sign before then")
-	f.BoolVar(&resign, "resign", false, "sign the manifest at --to again with a new serial and expiry, uploading nothing (needs --sign-key; with -p, only if it is the bundle published there)")
+	f.BoolVar(&resign, "resign", false, "sign the manifest at --to again with a new serial and expiry, uploading nothing (needs --sign-key, and -p or --expect: only if it is that bundle)")
+	f.StringVar(&expect, "expect", "", "with --resign: the bundle ID the manifest must name (instead of -p)")
+	f.BoolVar(&unsigned, "allow-unsigned", false, "publish unsigned over a location whose manifest is signed (its functions refuse it: only to stop signing on purpose)")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
 	f.BoolVar(&allowWebhookChange, "allow-webhook-change", false, "publish a bundle whose webhook configuration differs from the published one's (apply it again after the push)")
 	f.DurationVar(&transition, "transition", bundle.DefaultTransition, "how long functions keep answering the routes this push retires, with the bundle that had them (0: not at all)")
@@ -134,7 +158,7 @@ type pushReport struct {
 // changes, unless asked.
 var errWebhookChange = errors.New("the bundle changes the webhook configuration, which the cluster must then apply again: push it with --allow-webhook-change, then apply the configuration it publishes (the Terraform webhook module, or admitfn render)")
 
-func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookChange bool, opts bundle.PublishOptions, timeout time.Duration) error {
+func (c *cli) push(policies, to, signKey, output, expect string, resign, allowWebhookChange bool, opts bundle.PublishOptions, timeout time.Duration) error {
 	loc, err := store.ParseLocation(to)
 	if err != nil {
 		return err
@@ -231,7 +255,7 @@ func (c *cli) push(policies, to, signKey, output string, resign, allowWebhookCha
 	}
 	var m *bundle.Manifest
 	if resign {
-		id := ""
+		id := expect
 		if sources != nil {
 			id = policy.ID(sources)
 		}

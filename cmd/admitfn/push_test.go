@@ -167,7 +167,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket, versioned bool) 
 		t.Errorf("push -resign: %d %q %q\nwant %q (serial above %d)", code, out, errOut, want, snap.Serial)
 	}
 	code, _, errOut = admitfn("push", "--resign", "--sign-key", keyFile, "--to", to, "-p", "testdata/small")
-	if code != 1 || !strings.Contains(errOut, "the bundle of the given policies: push them instead") {
+	if code != 1 || !strings.Contains(errOut, ", the bundle to re-sign: if you did not publish it, someone put an older manifest back; push the bundle instead") {
 		t.Errorf("push -resign of other policies: %d %q", code, errOut)
 	}
 	for _, s := range snap.Sources {
@@ -220,8 +220,8 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket, versioned bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKeys := []string{".admitfn/manifest.json", ".admitfn/packed.json", ".admitfn/retired/" + id + ".json", ".admitfn/webhooks.json", "notes.txt", "policy.yaml"}
-	if !slices.Equal(keys, wantKeys) || len(second.Sources) != 1 || len(before) != 16 {
+	wantKeys := []string{".admitfn/lock.json", ".admitfn/manifest.json", ".admitfn/packed.json", ".admitfn/retired/" + id + ".json", ".admitfn/signed.json", ".admitfn/webhooks.json", "notes.txt", "policy.yaml"}
+	if !slices.Equal(keys, wantKeys) || len(second.Sources) != 1 || len(before) != 18 {
 		t.Errorf("after the second push the prefix holds %q (%d objects before), want %q", keys, len(before), wantKeys)
 	}
 	// Where the bucket keeps versions, the first bundle's stay readable at
@@ -419,7 +419,7 @@ func TestPushWarnsOfAManifestItCannotVerify(t *testing.T) {
 	// push, before uploading anything.
 	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", base64.StdEncoding.EncodeToString(pub[0]))
 	code, _, errOut = admitfn("push", "-p", "testdata/small", "--to", to)
-	if want := "admitfn push: publish: functions that trust key " + bundle.KeyID(pub[0]) + " refuse an unsigned bundle: sign it\n"; code != 1 || errOut != want {
+	if want := "admitfn push: publish: the location's bundles are signed: functions that trust key " + bundle.KeyID(pub[0]) + " refuse an unsigned bundle: sign it\n"; code != 1 || errOut != want {
 		t.Fatalf("unsigned push with a trusted key: %d %q, want %q", code, errOut, want)
 	}
 }

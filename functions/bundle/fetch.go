@@ -98,6 +98,13 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ManifestKey, err)
 	}
+	return f.fetchManifest(ctx, m, obj.ETag)
+}
+
+// fetchManifest reads and checks the objects m, a manifest that verified,
+// names.
+func (f *Fetcher) fetchManifest(ctx context.Context, m *Manifest, token string) (*Snapshot, error) {
+	var err error
 	check := func(i int, data []byte) error { return checkObject(m.Objects[i], data) }
 	if !f.remote() {
 		if err := f.unlisted(ctx, m); err != nil {
@@ -132,7 +139,7 @@ func (f *Fetcher) Fetch(ctx context.Context, prev string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: the objects make bundle %s, manifest says %s", ErrIntegrity, id, m.Bundle)
 	}
 	retired := f.readRetired(ctx, m, f.now())
-	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Retired: retired, manifestRetired: m.Retired, Token: obj.ETag}, nil
+	return &Snapshot{Sources: sources, BundleID: id, Manifested: true, Created: m.Created, Serial: m.Serial, Expires: m.Expires, CompiledBy: m.CompiledBy, Packed: m.Packed != nil, Retired: retired, manifestRetired: m.Retired, Token: token}, nil
 }
 
 // unlisted refuses a directory holding a policy file its manifest does not
@@ -329,6 +336,15 @@ type PublishOptions struct {
 	// it (for a diff before the publish): used instead of reading it again
 	// while the manifest in place still has its serial.
 	Replaces *Snapshot
+	// AllowUnsigned publishes an unsigned bundle over a signed location,
+	// which its functions refuse: only to stop signing it on purpose.
+	AllowUnsigned bool
+	// Lease is how long a publish may hold the location's lock
+	// (DefaultLease when zero); it writes nothing after it.
+	Lease time.Duration
+	// beforeCommit, when set, runs before the manifest is written (tests
+	// hold two publishes there).
+	beforeCommit func()
 }
 
 func (o PublishOptions) warn(msg string) {
@@ -392,40 +408,6 @@ func (o PublishOptions) trusted() []ed25519.PublicKey {
 	return keys
 }
 
-// previous is the present manifest at bucket when functions would accept
-// it (nil when there is none, or it does not count): a new manifest's
-// serial must exceed its serial, and keeps its routes for a transition.
-// Whoever can write the bucket can put a manifest there, with any serial:
-// with trusted keys, only one that verifies with one of them and names this
-// location counts; without, only one whose serial is within what functions
-// accept. A manifest that does not count is reported through opts.Warn.
-func previous(ctx context.Context, bucket store.Bucket, opts PublishOptions) (*Manifest, error) {
-	raw, _, err := bucket.Get(ctx, ManifestKey, "")
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("read the present manifest: %w", err)
-	}
-	keys := opts.trusted()
-	old, err := decode(raw, keys)
-	switch {
-	case err != nil && len(keys) > 0:
-		opts.warn(fmt.Sprintf("the manifest at %s does not verify with a trusted key (%v): its serial is not followed", bucket.Location(), err))
-		return nil, nil
-	case err != nil:
-		opts.warn(fmt.Sprintf("the manifest at %s does not decode (%v): its serial is not followed", bucket.Location(), err))
-		return nil, nil
-	case old.Location != "" && old.Location != bucket.Location():
-		opts.warn(fmt.Sprintf("the manifest at %s was published for %s: its serial is not followed", bucket.Location(), old.Location))
-		return nil, nil
-	case old.Serial < 0 || old.Serial > serialLimit(opts.now()):
-		opts.warn(fmt.Sprintf("the manifest at %s has serial %d, which functions refuse: it is not followed (functions still serving it refuse this push as a rollback until they restart)", bucket.Location(), old.Serial))
-		return nil, nil
-	}
-	return old, nil
-}
-
 // previousBundle reads the bundle of prev, the present manifest, as a
 // function that trusts opts's keys would have when it was published (an
 // expired manifest's bundle still serves); nil, with a warning, when it
@@ -439,10 +421,13 @@ func previousBundle(ctx context.Context, bucket store.Bucket, prev *Manifest, op
 		at = opts.now()
 	}
 	f := &Fetcher{Bucket: bucket, Keys: opts.trusted(), Now: func() time.Time { return at }}
-	snap, err := f.Fetch(ctx, "")
+	// Checked as a function checked it then: the location and the serial
+	// were (counts), the expiry may have passed since.
+	snap, err := f.fetchManifest(ctx, prev, "")
 	if err != nil {
 		opts.warn(fmt.Sprintf("the bundle at %s cannot be read (%v): webhook configurations rendered for it get no transition", bucket.Location(), err))
-		return nil
+		// The routes it retired keep theirs: each has a bundle of its own.
+		return &Snapshot{Manifested: true, Serial: prev.Serial, Retired: f.readRetired(ctx, prev, opts.now()), manifestRetired: prev.Retired}
 	}
 	return snap
 }
@@ -464,23 +449,36 @@ func readBack(ctx context.Context, bucket store.Bucket, m *Manifest, opts Publis
 
 // Publish uploads sources (a bundle that compiles: the caller checks) to
 // bucket, then writes their manifest last, so readers switch from the old
-// bundle to the new one in one step.
+// bundle to the new one in one step. It holds the location's lock
+// throughout, and writes the manifest only over the one it read: of two
+// publishes, one fails (ErrLocked, ErrLostRace) and writes no manifest.
 func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, opts PublishOptions) (*Manifest, error) {
 	if len(sources) == 0 {
 		return nil, errors.New("publish: no files")
-	}
-	if opts.SignKey == nil && len(opts.TrustedKeys) > 0 {
-		return nil, fmt.Errorf("publish: functions that trust key %s refuse an unsigned bundle: sign it", KeyID(opts.TrustedKeys[0]))
 	}
 	for _, s := range sources {
 		if len(s.Data) > store.MaxObjectBytes {
 			return nil, fmt.Errorf("publish: %s is %d bytes, larger than functions read (%d MiB a file)", s.Name, len(s.Data), store.MaxObjectBytes>>20)
 		}
+		if !bundleKey(s.Name) {
+			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
+		}
 	}
-	prev, err := previous(ctx, bucket, opts)
+	l, err := acquire(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer l.release(ctx)
+	ctx, cancel := l.within(ctx)
+	defer cancel()
+	p, err := readPlace(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSigning(bucket, p, opts); err != nil {
+		return nil, err
+	}
+	prev := p.prev
 	prevSnap := opts.Replaces
 	if prev == nil || prevSnap == nil || prevSnap.Serial != prev.Serial {
 		prevSnap = previousBundle(ctx, bucket, prev, opts)
@@ -512,9 +510,6 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 		}
 	}
 	for i, s := range sources {
-		if !bundleKey(s.Name) {
-			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
-		}
 		g.Go(func() error {
 			o, err := putObject(gctx, bucket, s.Name, s.Data, contentType(s.Name))
 			if err != nil {
@@ -556,7 +551,10 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 		m.Webhooks = &o
 		uploaded(o)
 	}
-	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
+	if opts.beforeCommit != nil {
+		opts.beforeCommit()
+	}
+	if err := putManifest(ctx, bucket, p, m, opts.SignKey); err != nil {
 		return nil, err
 	}
 	if prevSnap != nil {
@@ -571,7 +569,11 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 	if err := readBack(ctx, bucket, m, opts); err != nil {
 		return nil, err
 	}
-	removeReplaced(ctx, bucket, prev, m, opts)
+	if !p.fromCopy {
+		// A manifest in place that did not count names no object this
+		// publish may delete.
+		removeReplaced(ctx, bucket, prev, m, opts)
+	}
 	return m, nil
 }
 
@@ -677,14 +679,32 @@ var ErrNothingToResign = errors.New("no manifest to re-sign: publish the bundle 
 
 // Resign signs the manifest at bucket again with a new serial and expiry,
 // leaving its objects as they are: what keeps an unchanged bundle loading
-// past its expiry. The present manifest must verify with opts.SignKey and
-// name this location, so that re-signing never blesses a manifest someone
-// else put there; when bundleID is set, it must also be that bundle.
+// past its expiry. The present manifest must verify with opts.SignKey, name
+// this location, and be bundleID, the bundle the signer knows it
+// published: whoever writes the bucket can put back an older manifest the
+// key signed, and re-signing whatever is there would give it a fresh serial
+// and expiry. As TUF's timestamp role signs the snapshot the repository
+// gives it, never one a mirror serves, the re-signer takes what to sign
+// from its own side (the policies, or the bundle ID), and the bucket only
+// supplies the bytes.
 func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts PublishOptions) (*Manifest, error) {
 	if opts.SignKey == nil {
 		return nil, errors.New("re-sign: a signing key is required")
 	}
-	raw, _, err := bucket.Get(ctx, ManifestKey, "")
+	if bundleID == "" {
+		return nil, errors.New("re-sign: name the bundle to re-sign (its policies, or its bundle ID): a manifest someone put back in the bucket is signed by this key too, and re-signing it would roll every function back")
+	}
+	if err := checkSigning(bucket, &place{}, opts); err != nil {
+		return nil, err
+	}
+	l, err := acquire(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer l.release(ctx)
+	ctx, cancel := l.within(ctx)
+	defer cancel()
+	raw, obj, err := bucket.Get(ctx, ManifestKey, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNothingToResign
 	}
@@ -698,8 +718,8 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if m.Location != "" && m.Location != bucket.Location() {
 		return nil, fmt.Errorf("%s: %w: published for %s, found at %s", ManifestKey, ErrWrongLocation, m.Location, bucket.Location())
 	}
-	if bundleID != "" && m.Bundle != bundleID {
-		return nil, fmt.Errorf("%s names bundle %s, not %s, the bundle of the given policies: push them instead", ManifestKey, m.Bundle, bundleID)
+	if m.Bundle != bundleID {
+		return nil, fmt.Errorf("%s names bundle %s (serial %d, created %s), not %s, the bundle to re-sign: if you did not publish it, someone put an older manifest back; push the bundle instead", ManifestKey, m.Bundle, m.Serial, m.Created.UTC().Format(time.RFC3339), bundleID)
 	}
 	if m.Serial < 0 || m.Serial > serialLimit(opts.now()) {
 		return nil, fmt.Errorf("%s: %w: serial %d is out of the range functions accept; push the bundle instead", ManifestKey, ErrInvalidManifest, m.Serial)
@@ -710,7 +730,10 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	// Routes whose transition is over are dropped: a re-signed manifest
 	// never lengthens one.
 	m.Retired = slices.DeleteFunc(m.Retired, func(r Retired) bool { return !opts.now().Before(r.Until) })
-	if err := putManifest(ctx, bucket, m, opts.SignKey); err != nil {
+	if opts.beforeCommit != nil {
+		opts.beforeCommit()
+	}
+	if err := putManifest(ctx, bucket, &place{etag: obj.ETag}, m, opts.SignKey); err != nil {
 		return nil, err
 	}
 	if err := readBack(ctx, bucket, m, opts); err != nil {
@@ -719,15 +742,21 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	return m, nil
 }
 
-// putManifest signs m, when key is set, and writes it: last, so that a
-// reader that follows it never sees half of an upload.
-func putManifest(ctx context.Context, bucket store.Bucket, m *Manifest, key ed25519.PrivateKey) error {
+// putManifest signs m, when key is set, and writes it over the manifest p
+// read: last, so that a reader that follows it never sees half of an
+// upload. A signed one is kept at SignedKey too, for the next push.
+func putManifest(ctx context.Context, bucket store.Bucket, p *place, m *Manifest, key ed25519.PrivateKey) error {
 	data, err := encode(m, key)
 	if err != nil {
 		return err
 	}
-	if _, err := bucket.Put(ctx, ManifestKey, data, "application/json"); err != nil {
-		return fmt.Errorf("upload manifest: %w", err)
+	if err := commit(ctx, bucket, p, data); err != nil {
+		return err
+	}
+	if key != nil {
+		if _, err := bucket.Put(ctx, SignedKey, data, "application/json"); err != nil {
+			return fmt.Errorf("published, but could not keep a copy of the signed manifest at %s: %w", SignedKey, err)
+		}
 	}
 	return nil
 }

@@ -165,7 +165,7 @@ func TestResign(t *testing.T) {
 	resign := func(b store.Bucket, k ed25519.PrivateKey, id string, now time.Time) (*bundle.Manifest, error) {
 		return bundle.Resign(ctx, b, id, bundle.PublishOptions{SignKey: k, Now: now, Expiry: time.Hour})
 	}
-	if _, err := resign(prod, key, "", t0); !errors.Is(err, bundle.ErrNothingToResign) {
+	if _, err := resign(prod, key, policy.ID(bundleA), t0); !errors.Is(err, bundle.ErrNothingToResign) {
 		t.Fatalf("nothing published: %v", err)
 	}
 	m := publishAt(t, prod, bundleA, key, t0, time.Hour)
@@ -196,9 +196,10 @@ func TestResign(t *testing.T) {
 		bundle string
 		want   string
 	}{
-		"another key":      {prod, other, "", "bundle signature does not verify (signed by key " + bundle.KeyID(pub(key)) + "); only a manifest signed by this key is re-signed: push the bundle instead"},
-		"another bundle":   {prod, key, "0123456789abcdef", ".admitfn/manifest.json names bundle " + m.Bundle + ", not 0123456789abcdef, the bundle of the given policies: push them instead"},
-		"another location": {at{dir, "s3://policies/staging"}, key, "", "bundle manifest was published for another location: published for s3://policies/prod, found at s3://policies/staging"},
+		"another key":      {prod, other, m.Bundle, "bundle signature does not verify (signed by key " + bundle.KeyID(pub(key)) + "); only a manifest signed by this key is re-signed: push the bundle instead"},
+		"another bundle":   {prod, key, "0123456789abcdef", ".admitfn/manifest.json names bundle " + m.Bundle + " (serial " + fmt.Sprint(r.Serial) + ", created 2026-11-22T10:00:00Z), not 0123456789abcdef, the bundle to re-sign: if you did not publish it, someone put an older manifest back; push the bundle instead"},
+		"another location": {at{dir, "s3://policies/staging"}, key, m.Bundle, "bundle manifest was published for another location: published for s3://policies/prod, found at s3://policies/staging"},
+		"no bundle named":  {prod, key, "", "re-sign: name the bundle to re-sign (its policies, or its bundle ID)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := resign(tc.b, tc.k, tc.bundle, later); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -206,17 +207,19 @@ func TestResign(t *testing.T) {
 			}
 		})
 	}
-	publishAt(t, prod, bundleA, nil, t0, 0)
-	if _, err := resign(prod, key, "", later); !errors.Is(err, bundle.ErrUnsigned) {
+	if _, err := bundle.Publish(ctx, prod, bundleA, bundle.PublishOptions{Now: t0, AllowUnsigned: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resign(prod, key, m.Bundle, later); !errors.Is(err, bundle.ErrUnsigned) {
 		t.Fatalf("unsigned manifest: %v", err)
 	}
 }
 
-// forge writes, at b, a manifest of bundleA with serial and signer key (nil:
-// unsigned), as anyone who can write the bucket can.
+// forge writes, at b, a manifest of bundleA's first file with serial and
+// signer key (nil: unsigned), as anyone who can write the bucket can.
 func forge(t *testing.T, b store.Bucket, loc string, serial int64, key ed25519.PrivateKey) {
 	t.Helper()
-	m := &bundle.Manifest{APIVersion: bundle.ManifestAPIVersion, Kind: bundle.ManifestKind, Serial: serial, Location: loc, Expires: t0.Add(time.Hour),
+	m := &bundle.Manifest{APIVersion: bundle.ManifestAPIVersion, Kind: bundle.ManifestKind, Bundle: policy.ID(bundleA[:1]), Serial: serial, Location: loc, Expires: t0.Add(time.Hour),
 		Objects: []bundle.ManifestObject{{Key: "a.yaml", Size: 8, SHA256: sha("kind: A\n")}}}
 	data, err := bundle.Encode(m, key)
 	if err != nil {
@@ -241,6 +244,7 @@ func TestPushDoesNotFollowAnUnverifiedSerial(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := t0.Add(time.Minute)
+	last := first.Serial
 	for name, tc := range map[string]struct {
 		serial int64
 		signer ed25519.PrivateKey
@@ -260,9 +264,12 @@ func TestPushDoesNotFollowAnUnverifiedSerial(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Serial != later.Unix() || len(warnings) != 1 || warnings[0] != tc.want {
-				t.Fatalf("serial %d (want %d), warnings %q\nwant %q", m.Serial, later.Unix(), warnings, tc.want)
+			// It follows the last manifest signed there instead.
+			want := []string{tc.want, fmt.Sprintf("following the last signed manifest (.admitfn/signed.json: bundle %s, serial %d) instead", policy.ID(bundleA), last)}
+			if wantSerial := max(later.Unix(), last+1); m.Serial != wantSerial || fmt.Sprintf("%q", warnings) != fmt.Sprintf("%q", want) {
+				t.Fatalf("serial %d (want %d), warnings %q\nwant %q", m.Serial, wantSerial, warnings, want)
 			}
+			last = m.Serial
 			// A function that served the first push takes this one.
 			next, err := fetchAt(prod, key, later)
 			if err != nil || bundle.Newer(serving, next) != nil || next.Serial <= first.Serial {
@@ -309,7 +316,7 @@ func TestPushRefusesASerialFunctionsWouldRefuse(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v\nwant %s", err, want)
 	}
-	if _, err := bundle.Resign(ctx, prod, "", bundle.PublishOptions{SignKey: key, Now: t0}); err == nil || err.Error() != want {
+	if _, err := bundle.Resign(ctx, prod, policy.ID(bundleA[:1]), bundle.PublishOptions{SignKey: key, Now: t0}); err == nil || err.Error() != want {
 		t.Fatalf("re-sign: %v\nwant %s", err, want)
 	}
 	if after, _, _ := prod.Get(ctx, bundle.ManifestKey, ""); string(after) != string(before) {
@@ -319,11 +326,15 @@ func TestPushRefusesASerialFunctionsWouldRefuse(t *testing.T) {
 	// before it uploads anything.
 	empty := at{store.NewDir(t.TempDir()), "s3://policies/prod"}
 	_, err = bundle.Publish(ctx, empty, bundleA, bundle.PublishOptions{TrustedKeys: []ed25519.PublicKey{pub(key)}, Now: t0})
-	if want := "publish: functions that trust key " + bundle.KeyID(pub(key)) + " refuse an unsigned bundle: sign it"; err == nil || err.Error() != want {
+	if want := "publish: the location's bundles are signed: functions that trust key " + bundle.KeyID(pub(key)) + " refuse an unsigned bundle: sign it"; err == nil || err.Error() != want {
 		t.Fatalf("unsigned with a trusted key: %v\nwant %s", err, want)
 	}
 	if objs, _ := empty.List(ctx); len(objs) != 0 {
 		t.Fatalf("a refused push uploaded %d objects", len(objs))
+	}
+	if _, _, err := empty.Get(ctx, bundle.LockKey, ""); err != nil {
+		// A store without deletes: the lock stays, its lease ended.
+		t.Fatalf("lock: %v", err)
 	}
 }
 
@@ -334,11 +345,11 @@ type replacing struct {
 	after []byte
 }
 
-func (r replacing) Put(ctx context.Context, key string, data []byte, ct string) (store.Object, error) {
+func (r replacing) PutIf(ctx context.Context, key string, data []byte, ct, ifMatch string) (store.Object, error) {
 	if key == bundle.ManifestKey {
 		data = r.after
 	}
-	return r.Bucket.Put(ctx, key, data, ct)
+	return r.Bucket.PutIf(ctx, key, data, ct, ifMatch)
 }
 
 // Push reads back what it wrote as a function would, and fails when that is
@@ -459,7 +470,9 @@ func TestPublishLeavesFilesToAPushThatLanded(t *testing.T) {
 	publishAt(t, loc, bundleA, key, t0, 0)
 	second := []policy.Source{{Name: "a.yaml", Data: []byte("kind: A2\n")}, {Name: "c.yaml", Data: []byte("kind: C\n")}}
 	b := &racing{removing: removing{at: loc, dir: dir}}
-	b.land = func() { publishAt(t, loc, bundleA, key, t0.Add(2*time.Minute), 0) } // bundleA again, newer
+	// bundleA again, newer, by a push that took the lock over: this one's
+	// lease (by the clock of the other) had passed.
+	b.land = func() { publishAt(t, loc, bundleA, key, t0.Add(10*time.Minute), 0) }
 	var removed, warnings []string
 	_, err := bundle.Publish(context.Background(), b, second, bundle.PublishOptions{
 		SignKey: key, Now: t0.Add(time.Minute),
@@ -473,7 +486,7 @@ func TestPublishLeavesFilesToAPushThatLanded(t *testing.T) {
 	if len(removed) != 0 || fmt.Sprint(warnings) != fmt.Sprint(want) {
 		t.Errorf("removed %q, warnings %q; want none removed and %q", removed, warnings, want)
 	}
-	snap, err := fetchAt(loc, key, t0.Add(2*time.Minute))
+	snap, err := fetchAt(loc, key, t0.Add(10*time.Minute))
 	if err != nil || snap.BundleID != policy.ID(bundleA) {
 		t.Errorf("the bundle that landed does not fetch: %v", err)
 	}

@@ -257,9 +257,13 @@ func (o PublishOptions) transition() time.Duration {
 // replaces it would: nil, with a warning through opts.Warn, when there is
 // none that functions trusting opts's keys would accept.
 func Published(ctx context.Context, bucket store.Bucket, opts PublishOptions) (*Snapshot, error) {
-	prev, err := previous(ctx, bucket, opts)
+	p, err := readPlace(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
 	}
-	return previousBundle(ctx, bucket, prev, opts), nil
+	snap := previousBundle(ctx, bucket, p.prev, opts)
+	if snap != nil && snap.Sources == nil {
+		return nil, nil // only its retired routes could be read
+	}
+	return snap, nil
 }

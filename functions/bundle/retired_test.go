@@ -61,7 +61,7 @@ func TestRetiredRoutesAreUnderTheSignature(t *testing.T) {
 	// Re-signing within the transition keeps it as it is; after it, drops it.
 	resign := func(now time.Time) *bundle.Manifest {
 		t.Helper()
-		m, err := bundle.Resign(context.Background(), prod, "", bundle.PublishOptions{SignKey: key, Now: now})
+		m, err := bundle.Resign(context.Background(), prod, m.Bundle, bundle.PublishOptions{SignKey: key, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,19 @@ func TestSignatures(t *testing.T) {
 		t.Fatalf("tampered manifest: %v", err)
 	}
 
-	publish(t, b, bundleA, nil)
+	// A signed location stays signed: an unsigned publish over it is
+	// refused, and writes nothing, unless asked for.
+	before, _, _ := b.Get(ctx, bundle.ManifestKey, "")
+	_, err = bundle.Publish(ctx, b, bundleA, bundle.PublishOptions{Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)})
+	if !errors.Is(err, bundle.ErrSignedLocation) || !strings.Contains(err.Error(), "is signed by key "+bundle.KeyID(pub(signer))+", so its functions verify signatures") {
+		t.Fatalf("unsigned over signed: %v", err)
+	}
+	if after, _, _ := b.Get(ctx, bundle.ManifestKey, ""); !bytes.Equal(after, before) {
+		t.Fatal("a refused unsigned publish replaced the manifest")
+	}
+	if _, err := bundle.Publish(ctx, b, bundleA, bundle.PublishOptions{AllowUnsigned: true}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := (&bundle.Fetcher{Bucket: b, Keys: []ed25519.PublicKey{pub(signer)}}).Fetch(ctx, ""); !errors.Is(err, bundle.ErrUnsigned) {
 		t.Fatalf("unsigned bundle with a key: %v", err)
 	}

@@ -178,9 +178,16 @@ func newFixture(t *testing.T, b *backend, tweak func(*reload.Config)) *fixture {
 	return f
 }
 
+// publish lands sources signed by key (nil: unsigned) whatever is in
+// place, as a writer of the bucket can: push's own refusals (unsigned
+// over signed, another key) are what other tests check.
 func (f *fixture) publish(sources []policy.Source, key ed25519.PrivateKey) {
 	f.t.Helper()
-	if _, err := bundle.Publish(context.Background(), f.b.direct, sources, bundle.PublishOptions{SignKey: key, Now: f.clock.Now()}); err != nil {
+	opts := bundle.PublishOptions{SignKey: key, Now: f.clock.Now(), AllowUnsigned: true}
+	if key != nil {
+		opts.TrustedKeys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	}
+	if _, err := bundle.Publish(context.Background(), f.b.direct, sources, opts); err != nil {
 		f.t.Fatal(err)
 	}
 }
