@@ -433,7 +433,12 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request, route policy.Ro
 			Str("route_state", string(engine.RouteEnded)).Err(err).Msg("configuration drift: the webhook configuration names a retired group")
 		return
 	case errors.Is(err, engine.ErrNoBundle):
-		reject(fields(log.Error()), http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: the policy store could not be read (see the function's logs and /readyz)", req.UID)).Msg("no policy bundle loaded")
+		reason := "the policy store could not be read"
+		var nb *engine.NoBundleError
+		if errors.As(err, &nb) {
+			reason = nb.Reason
+		}
+		reject(fields(log.Error()), http.StatusServiceUnavailable, fmt.Sprintf("no policy bundle is loaded yet, so request %s cannot be reviewed: %s (see the function's logs and /readyz)", req.UID, reason)).Msg("no policy bundle loaded")
 		return
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		reject(fields(log.Warn()), http.StatusGatewayTimeout, fmt.Sprintf("review of request %s did not finish before the deadline", req.UID)).Msg("review timed out")

@@ -271,6 +271,22 @@ func TestNoBundleIsServiceUnavailable(t *testing.T) {
 	}
 }
 
+// The reason a bundle was refused reaches the caller, as the log has it.
+func TestNoBundleSaysWhy(t *testing.T) {
+	var logs bytes.Buffer
+	h := New(fakeEngine{review: func(context.Context, policy.Route, *review.Request) (*engine.Result, error) {
+		return nil, &engine.NoBundleError{Reason: "the policy bundle in the store was refused: it is not signed, and the function requires a signature"}
+	}}, zerolog.New(&logs))
+	rec := serve(t, h, exchange{method: "POST", path: "/validate", contentType: "application/json", body: secretReview("admission.k8s.io/v1")})
+	code, reason, message := statusBody(t, rec)
+	if code != 503 || reason != "ServiceUnavailable" || message != "no policy bundle is loaded yet, so request uid-1 cannot be reviewed: the policy bundle in the store was refused: it is not signed, and the function requires a signature (see the function's logs and /readyz)" {
+		t.Errorf("answer %d %s %q", code, reason, message)
+	}
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), `"message":"no policy bundle loaded"`) || strings.Contains(logs.String(), secretValue) {
+		t.Errorf("log: %s", logs.String())
+	}
+}
+
 // The example bundle through the handler, compared with golden responses,
 // compiled whole (engine.New) and on use (engine.NewDeferred): a fresh
 // deferred engine compiles each policy on the first review that needs it.

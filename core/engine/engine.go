@@ -54,6 +54,15 @@ var (
 	ErrNoBundle = errors.New("no policy bundle loaded")
 )
 
+// NoBundleError is ErrNoBundle with the reason, in words fit for the
+// caller: that the store could not be read, or which check refused the
+// bundle it holds.
+type NoBundleError struct{ Reason string }
+
+func (e *NoBundleError) Error() string { return ErrNoBundle.Error() + ": " + e.Reason }
+
+func (e *NoBundleError) Is(target error) bool { return target == ErrNoBundle }
+
 // RouteState says how a function serves a route.
 type RouteState string
 

@@ -211,6 +211,30 @@ func Refused(err error) bool {
 	return false
 }
 
+// Reason says in a few words, fit for a review's answer, why err left no
+// bundle: which check refused the manifest, or that the store could not
+// be read. The log has err itself.
+func Reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		what string
+	}{
+		{ErrUnsigned, "it is not signed, and the function requires a signature"},
+		{ErrBadSignature, "its signature does not verify with the function's keys"},
+		{ErrExpired, "its manifest has expired"},
+		{ErrRollback, "it is older than the bundle the function served (a rollback)"},
+		{ErrWrongLocation, "it was published for another location"},
+		{ErrIntegrity, "an object does not match its manifest"},
+		{ErrUnlisted, "the directory holds a policy file its manifest does not name"},
+		{ErrInvalidManifest, "its manifest is not valid"},
+	} {
+		if errors.Is(err, r.err) {
+			return "the policy bundle in the store was refused: " + r.what
+		}
+	}
+	return "the policy store could not be read"
+}
+
 // KeyID names a public key in signatures.
 func KeyID(pub ed25519.PublicKey) string {
 	sum := sha256.Sum256(pub)

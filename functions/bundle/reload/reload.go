@@ -209,7 +209,10 @@ func (r *Reloader) Review(ctx context.Context, route policy.Route, req *review.R
 	r.maybeCheck(ctx)
 	c := r.cur.Load()
 	if c == nil {
-		return nil, engine.ErrNoBundle
+		r.mu.Lock()
+		err := r.lastErr
+		r.mu.Unlock()
+		return nil, &engine.NoBundleError{Reason: bundle.Reason(err)}
 	}
 	if r.state(c, route) == engine.RouteUnknown && r.recheck(ctx) {
 		c = r.cur.Load()
@@ -523,7 +526,7 @@ func (r *Reloader) failLocked(err error, now time.Time) {
 		what = "refused"
 	}
 	if r.lastErr == nil || r.lastErr.Error() != err.Error() {
-		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures)
+		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures).Str("reason", bundle.Reason(err))
 		msg := "policy bundle " + what + "; no bundle serves yet"
 		if c := r.cur.Load(); c != nil {
 			e = e.Str("serving_bundle", c.engine.BundleID())
@@ -598,7 +601,7 @@ func (r *Reloader) Ready() (bool, string) {
 	var b strings.Builder
 	switch {
 	case !s.Ready:
-		fmt.Fprintf(&b, "not ready: no policy bundle loaded from %s", s.Location)
+		fmt.Fprintf(&b, "not ready: no policy bundle loaded from %s: %s", s.Location, bundle.Reason(s.LastError))
 	case s.Fallback:
 		fmt.Fprintf(&b, "ok: serving fallback bundle %s from %s; %s not loaded", s.BundleID, r.cfg.FallbackSource, s.Location)
 	default:

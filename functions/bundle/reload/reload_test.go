@@ -482,7 +482,7 @@ func TestColdStartWithStoreDown(t *testing.T) {
 		if err := f.r.Load(context.Background()); err == nil {
 			t.Fatal("load from a failing store succeeded")
 		}
-		if ready, detail := f.r.Ready(); ready || !strings.HasPrefix(detail, "not ready: no policy bundle loaded from "+b.direct.Location()+"\nlast check failed (1 in a row") {
+		if ready, detail := f.r.Ready(); ready || !strings.HasPrefix(detail, "not ready: no policy bundle loaded from "+b.direct.Location()+": the policy store could not be read\nlast check failed (1 in a row") {
 			t.Errorf("readyz %v %q", ready, detail)
 		}
 		// Reviews fail (the webhook's failurePolicy decides); retries back
@@ -492,7 +492,8 @@ func TestColdStartWithStoreDown(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := f.r.Review(ctx, policy.Route{Type: policy.Validating}, request)
 			cancel()
-			if !errors.Is(err, engine.ErrNoBundle) {
+			var nb *engine.NoBundleError
+			if !errors.Is(err, engine.ErrNoBundle) || !errors.As(err, &nb) || nb.Reason != "the policy store could not be read" {
 				t.Fatalf("review %d without a bundle: %v, want ErrNoBundle", i, err)
 			}
 			waitIdle(t, f.r)
@@ -503,6 +504,47 @@ func TestColdStartWithStoreDown(t *testing.T) {
 		b.proxy.Set(storetest.Pass)
 		f.clock.Advance(8 * time.Second)
 		f.served("A")
+	})
+}
+
+// Finding: after an unsigned push over a signed location, every function
+// that started answered "the policy store could not be read", which was
+// read fine. A cold start facing a bundle it refuses says which check
+// refused it, in the review's answer, /readyz and the log; with a fallback
+// bundle, that serves.
+func TestColdStartSaysWhyItRefusedTheBundle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		keys := func(c *reload.Config) { c.Fetcher.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)} }
+		f := newFixture(t, b, keys)
+		f.publish(sources("A"), nil)
+		if err := f.r.Load(context.Background()); !errors.Is(err, bundle.ErrUnsigned) {
+			t.Fatalf("load: %v, want ErrUnsigned", err)
+		}
+		const reason = "the policy bundle in the store was refused: it is not signed, and the function requires a signature"
+		_, err := f.r.Review(context.Background(), policy.Route{Type: policy.Validating}, request)
+		var nb *engine.NoBundleError
+		if !errors.As(err, &nb) || nb.Reason != reason {
+			t.Fatalf("review: %v, want the reason %q", err, reason)
+		}
+		if ready, detail := f.r.Ready(); ready || !strings.HasPrefix(detail, "not ready: no policy bundle loaded from "+b.direct.Location()+": "+reason+"\nlast check failed (") {
+			t.Errorf("readyz %v %q", ready, detail)
+		}
+		if !strings.Contains(f.logs.String(), `"reason":"`+reason+`","message":"policy bundle refused; no bundle serves yet"`) {
+			t.Errorf("log:\n%s", f.logs)
+		}
+
+		fb, err := policy.Parse(sources("fallback"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(fb, celeval.NewCompiler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		withFallback := newFixture(t, b, func(c *reload.Config) { keys(c); c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
+		withFallback.r.Load(context.Background())
+		withFallback.served("fallback")
 	})
 }
 
