@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,9 +45,7 @@ func (c *cli) init(dir, name string) error {
 		{name + "_test.yaml", scaffoldTest},
 	}
 	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(dir, f.name)); err == nil {
-			return fmt.Errorf("%s exists: not overwriting it", filepath.Join(dir, f.name))
-		} else if !errors.Is(err, os.ErrNotExist) {
+		if err := absent(filepath.Join(dir, f.name)); err != nil {
 			return err
 		}
 	}
@@ -57,7 +54,7 @@ func (c *cli) init(dir, name string) error {
 	}
 	for _, f := range files {
 		path := filepath.Join(dir, f.name)
-		if err := os.WriteFile(path, []byte(strings.ReplaceAll(f.text, "NAME", name)), 0o644); err != nil {
+		if err := createNew(path, []byte(strings.ReplaceAll(f.text, "NAME", name)), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.out, "wrote %s\n", path)

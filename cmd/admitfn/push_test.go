@@ -69,7 +69,7 @@ func keys(t *testing.T) (keyFile string, pub []ed25519.PublicKey) {
 	if pub, err = bundle.ParsePublicKeys(string(pubPEM)); err != nil || len(pub) != 1 {
 		t.Fatalf("public key: %v", err)
 	}
-	if code, _, errOut := admitfn("keygen", "--out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting a key") {
+	if code, _, errOut := admitfn("keygen", "--out", keyFile); code != 1 || !strings.Contains(errOut, "exists: not overwriting it") {
 		t.Errorf("keygen over an existing key: %d %q", code, errOut)
 	}
 	return keyFile, pub
@@ -516,5 +516,47 @@ func TestCommandsRefuseAFileFunctionsWouldNotRead(t *testing.T) {
 		if code, _, errOut := admitfn(args...); code != 1 || errOut != "admitfn "+args[0]+": "+want {
 			t.Errorf("admitfn %s: %d %q, want %q", args[0], code, errOut, "admitfn "+args[0]+": "+want)
 		}
+	}
+}
+
+// Finding: keygen and init wrote through dangling symbolic links (a key
+// landing where the link's owner chose), and keygen overwrote an existing
+// public key, which then no longer matched the private key it was
+// distributed with. Both refuse, and write nothing.
+func TestKeygenAndInitWriteNoLinkNorOverAFile(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(dir, "elsewhere")
+	key := filepath.Join(dir, "bundle.key")
+	if err := os.Symlink(elsewhere, key); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := admitfn("keygen", "--out", key); code != 1 || errOut != "admitfn keygen: "+key+" is a symbolic link: not writing through it\n" {
+		t.Errorf("keygen through a dangling link: %d %q", code, errOut)
+	}
+	os.Remove(key)
+	if err := os.WriteFile(key+".pub", []byte("the key everyone trusts"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := admitfn("keygen", "--out", key); code != 1 || errOut != "admitfn keygen: "+key+".pub exists: not overwriting it\n" {
+		t.Errorf("keygen over a public key: %d %q", code, errOut)
+	}
+	if pub, _ := os.ReadFile(key + ".pub"); string(pub) != "the key everyone trusts" {
+		t.Errorf("public key now %q", pub)
+	}
+	if _, err := os.Lstat(key); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused keygen left %s: %v", key, err)
+	}
+
+	bundleDir := filepath.Join(dir, "policies")
+	os.MkdirAll(bundleDir, 0o755)
+	policyFile := filepath.Join(bundleDir, "require-team-label.yaml")
+	if err := os.Symlink(elsewhere, policyFile); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := admitfn("init", bundleDir); code != 1 || errOut != "admitfn init: "+policyFile+" is a symbolic link: not writing through it\n" {
+		t.Errorf("init through a dangling link: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(elsewhere); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("something was written through a link: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -47,25 +48,23 @@ func keygen(out string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Neither file may exist, nor be a link, even one to nothing: a key
+	// written through a link lands where the link's owner chose, and a
+	// public key overwritten in place would no longer match the private
+	// key it was distributed with.
+	for _, p := range []string{out, out + ".pub"} {
+		if err := absent(p); err != nil {
+			return err
+		}
+	}
 	// A key's directory is made for it, readable by its owner alone.
 	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%s exists: not overwriting a key", out)
-		}
+	if err := createNew(out, privPEM, 0o600); err != nil {
 		return err
 	}
-	if _, err := f.Write(privPEM); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out+".pub", pubPEM, 0o644); err != nil {
+	if err := createNew(out+".pub", pubPEM, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s (key id %s)\n%s", out, out+".pub", bundle.KeyID(priv.Public().(ed25519.PublicKey)), pubPEM)
@@ -91,4 +90,35 @@ and render the webhook configuration with --url https://HOST/<token>.`,
 			return err
 		},
 	}
+}
+
+// absent refuses a path where anything is, a link to nothing included.
+func absent(path string) error {
+	switch fi, err := os.Lstat(path); {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link: not writing through it", path)
+	case err == nil:
+		return fmt.Errorf("%s exists: not overwriting it", path)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return nil
+}
+
+// createNew writes a file that must not exist yet: O_EXCL fails on any
+// entry at path, a symbolic link included, so nothing is written through
+// one made after absent looked.
+func createNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return absent(path)
+		}
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path"
 	"os"
 	"strings"
 	"time"
@@ -102,14 +103,24 @@ func ParseConfig(v string, readFile func(string) ([]byte, error)) (Config, error
 	switch {
 	case v == "":
 		return Config{}, nil
-	case strings.HasPrefix(v, "/") || strings.HasPrefix(v, "./"):
-		data, err := readFile(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("clusters: %w", err)
-		}
-		return parseDocument(data)
 	case strings.ContainsAny(v, ":{\n"):
 		return parseDocument([]byte(v))
+	}
+	// A path: no cluster name has a slash or a dot, so a value with one
+	// is read as a file, and so is one that names a file that exists.
+	why := ""
+	switch ext := path.Ext(v); {
+	case strings.Contains(v, "/"):
+		why = "it has a slash"
+	case ext == ".yaml" || ext == ".yml" || ext == ".json":
+		why = "it ends in " + ext
+	}
+	data, err := readFile(v)
+	switch {
+	case err == nil && !strings.Contains(v, ","):
+		return parseDocument(data)
+	case why != "":
+		return Config{}, fmt.Errorf("clusters: %q is read as a file (%s): %w", v, why, err)
 	}
 	var c Config
 	for _, name := range strings.Split(v, ",") {

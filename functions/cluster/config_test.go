@@ -16,6 +16,10 @@ func TestParseConfig(t *testing.T) {
 	if err := os.WriteFile(file, []byte("clusters:\n- name: prod\n  server: https://10.0.0.1\n  tokenFile: /var/run/token\n  namespaceTTL: 5s\n- name: dev\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "fleet"), []byte(`{"clusters":[{"name":"eu"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
 	for _, tc := range []struct {
 		in    string
 		names []string
@@ -27,7 +31,12 @@ func TestParseConfig(t *testing.T) {
 		{in: `{"clusters":[{"name":"eu","server":"https://x","eks":{"clusterName":"eu-1"}}]}`, names: []string{"eu"}},
 		{in: "prod,Prod", err: `clusters[1]: name "Prod": want a DNS label (a-z, 0-9 and -, at most 63)`},
 		{in: "prod,prod", err: `cluster "prod": named twice`},
-		{in: "a/b", err: `clusters[0]: name "a/b": want a DNS label (a-z, 0-9 and -, at most 63)`},
+		{in: "a/b", err: `clusters: "a/b" is read as a file (it has a slash): open a/b: no such file or directory`},
+		// Finding: a file named without ./ was read as a cluster name.
+		{in: "clusters.yaml", names: []string{"prod", "dev"}},
+		{in: "fleet", names: []string{"eu"}},
+		{in: "missing.yaml", err: `clusters: "missing.yaml" is read as a file (it ends in .yaml): open missing.yaml: no such file or directory`},
+		{in: "missing", names: []string{"missing"}},
 		{in: `{"clusters":[{"name":"eu","tokenFile":"/t"}]}`, err: `cluster "eu": server is required with tokenFile, eks or gke`},
 		{in: `{"clusters":[{"name":"eu","server":"https://x","tokenFile":"/t","gke":{}}]}`, err: `cluster "eu": set one of kubeconfig, tokenFile, eks and gke`},
 		{in: `{"clusters":[{"name":"eu","server":"https://x","eks":{}}]}`, err: `cluster "eu": eks.clusterName is required`},

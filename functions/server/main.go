@@ -32,6 +32,7 @@ import (
 	"github.com/admitfn/admitfn/functions/cluster/eksauth"
 	"github.com/admitfn/admitfn/functions/cluster/gkeauth"
 	"github.com/admitfn/admitfn/functions/internal/envvar"
+	"github.com/admitfn/admitfn/functions/internal/hangup"
 	"github.com/admitfn/admitfn/functions/internal/logging"
 	"github.com/admitfn/admitfn/functions/internal/memlimit"
 	"github.com/admitfn/admitfn/functions/internal/startup"
@@ -190,11 +191,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	// Caught from the start: a SIGHUP while the first bundle loads must
-	// not end the process (the signal's default).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// Caught from the start of the process (package hangup): a SIGHUP
+	// while it starts must not end it (the signal's default).
+	hup := hangup.C
 	logging.QuietLibraries()
 	level, _ := logging.Level(cfg.logLevel) // checked by parseConfig
 	zerolog.TimeFieldFormat = time.RFC3339Nano

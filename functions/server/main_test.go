@@ -700,3 +700,35 @@ func TestHangupChecksTheStore(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, logs)
 	}
 }
+
+// Finding: the server died on a SIGHUP in its first 50–100 ms, while the
+// packages it imports ran their init functions, before run caught the
+// signal. Package hangup catches it before any of Kubernetes' packages
+// initializes: the runtime's trace of init functions shows its order.
+func TestHangupIsCaughtBeforeTheImportsInitialize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	cmd := exec.Command(serverBinary(t), "--version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	hangupAt, firstKube := -1, -1
+	for i, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "init" {
+			continue
+		}
+		switch {
+		case f[1] == "github.com/admitfn/admitfn/functions/internal/hangup":
+			hangupAt = i
+		case strings.HasPrefix(f[1], "k8s.io/") && firstKube < 0:
+			firstKube = i
+		}
+	}
+	if hangupAt < 0 || firstKube < 0 || hangupAt > firstKube {
+		t.Fatalf("hangup initializes at line %d, the first k8s.io package at %d: want hangup first\n%s", hangupAt, firstKube, out)
+	}
+}
