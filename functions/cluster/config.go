@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path"
 	"os"
+	"path"
 	"strings"
 	"time"
 
