@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -360,6 +361,9 @@ func (c *cli) auditCluster(o applyOptions, co clusterOptions, kubeContext string
 	if err != nil {
 		return nil, err
 	}
+	// A failed read's details (the URL, the server's answer), which the
+	// results leave out as a function's answers do.
+	reader.SetLog(zerolog.New(zerolog.ConsoleWriter{Out: c.err, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}))
 	reviewCtx := corecluster.NewContext(context.Background(), reader)
 	namespace := ctxNamespace
 	switch {

@@ -24,15 +24,20 @@ var errTooManyReads = fmt.Errorf("%w: too many reads of the cluster in flight", 
 
 // cache holds what was read of a cluster, by key: at most max entries, each
 // for at most ttl, the least recently used dropped first. Concurrent misses
-// of one key make one read. A found value and a NotFound are remembered;
-// any other error is not. Reads run on their own (bounded by readTimeout),
+// of one key make one read. A found value and (unless forgetNotFound) a
+// NotFound are remembered; any other error is not. Reads run on their own (bounded by readTimeout),
 // so a caller whose deadline passes returns at once and the read still
 // fills the cache for the next.
 type cache[V any] struct {
 	ttl, readTimeout time.Duration
-	max              int
-	now              func() time.Time
-	stats            *Stats
+	// forgetNotFound reads a key again on every miss instead of keeping
+	// its NotFound: for namespaces, which a review may name just as they
+	// are created (kube-apiserver reads one live when its informer has
+	// not seen it).
+	forgetNotFound bool
+	max            int
+	now            func() time.Time
+	stats          *Stats
 	// slots bounds the reads in flight, shared by every cache of the
 	// cluster.
 	slots chan struct{}
@@ -113,7 +118,7 @@ func (c *cache[V]) fill(key string, f *flight[V], read func(context.Context) (V,
 	}
 	c.mu.Lock()
 	delete(c.flights, key)
-	if (f.err == nil || apierrors.IsNotFound(f.err)) && len(key) <= maxCachedKey {
+	if (f.err == nil || apierrors.IsNotFound(f.err) && !c.forgetNotFound) && len(key) <= maxCachedKey {
 		c.entries[key] = c.lru.PushFront(&entry[V]{key: key, val: f.val, err: f.err, expires: c.now().Add(c.ttl)})
 		for c.lru.Len() > c.max {
 			oldest := c.lru.Back()

@@ -8,16 +8,21 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,8 +67,14 @@ type Reader struct {
 	name    string
 	client  kubernetes.Interface
 	dynamic dynamic.Interface
-	mapper  meta.RESTMapper
+	mapper  meta.ResettableRESTMapper
 	stats   *Stats
+	log     zerolog.Logger
+	now     func() time.Time
+
+	// lastReset is when discovery was last read again for a kind it did
+	// not know (unix nanoseconds): at most once every rediscoverEvery.
+	lastReset atomic.Int64
 
 	namespaces *cache[*corev1.Namespace]
 	decisions  *cache[decision]
@@ -106,16 +117,23 @@ func NewReader(c Cluster, cfg *rest.Config) (*Reader, error) {
 	}
 	stats := &Stats{}
 	slots := make(chan struct{}, s.MaxInFlight)
+	namespaces := newCache[*corev1.Namespace](s.NamespaceTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats)
+	namespaces.forgetNotFound = true
 	return &Reader{
-		name: c.Name, client: client, dynamic: dyn, stats: stats,
+		name: c.Name, client: client, dynamic: dyn, stats: stats, log: zerolog.Nop(), now: time.Now,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		namespaces: newCache[*corev1.Namespace](s.NamespaceTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
+		namespaces: namespaces,
 		decisions:  newCache[decision](s.AuthorizerTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		mappings:   newCache[*meta.RESTMapping](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		params:     newCache[runtime.Object](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 		lists:      newCache[[]runtime.Object](s.ParamTTL.Duration, s.CacheEntries, s.ReadTimeout.Duration, slots, stats),
 	}, nil
 }
+
+// SetLog sets where a failed read's details go (the API URL, the
+// server's answer): review answers carry only what the policy author
+// needs.
+func (r *Reader) SetLog(log zerolog.Logger) { r.log = log.With().Str("cluster", r.name).Logger() }
 
 // Name is the cluster's name.
 func (r *Reader) Name() string { return r.name }
@@ -133,7 +151,7 @@ func (r *Reader) Namespace(ctx context.Context, name string) (*corev1.Namespace,
 	}
 	return r.namespaces.get(ctx, name, func(ctx context.Context) (*corev1.Namespace, error) {
 		ns, err := r.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		return ns, readError(err)
+		return ns, r.readError("namespace "+name, err)
 	})
 }
 
@@ -141,6 +159,9 @@ func (r *Reader) Namespace(ctx context.Context, name string) (*corev1.Namespace,
 // attributes.
 func (r *Reader) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	spec := subjectAccessReview(a)
+	if n := userInfoSize(spec); n > MaxUserInfoBytes {
+		return authorizer.DecisionNoOpinion, "", fmt.Errorf("cannot ask cluster %q: %w: the request's user, groups and extra take %d bytes, more than kube-apiserver reads in the request headers any identity arrives in (%d): not sent", r.name, cluster.ErrUnavailable, n, MaxUserInfoBytes)
+	}
 	key, err := json.Marshal(spec)
 	if err != nil {
 		return authorizer.DecisionNoOpinion, "", err
@@ -148,7 +169,7 @@ func (r *Reader) Authorize(ctx context.Context, a authorizer.Attributes) (author
 	d, err := r.decisions.get(ctx, string(key), func(ctx context.Context) (decision, error) {
 		res, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 		if err != nil {
-			return decision{}, readError(err)
+			return decision{}, r.readError("subjectaccessreview", err)
 		}
 		switch {
 		case res.Status.Allowed:
@@ -162,6 +183,28 @@ func (r *Reader) Authorize(ctx context.Context, a authorizer.Attributes) (author
 		return authorizer.DecisionNoOpinion, "", fmt.Errorf("cannot ask cluster %q: %w", r.name, err)
 	}
 	return d.decision, d.reason, nil
+}
+
+// MaxUserInfoBytes bounds the user, groups and extra a review's userInfo
+// may carry into a SubjectAccessReview: every identity kube-apiserver
+// authenticates reaches it in request headers (a bearer token, a client
+// certificate, an authenticating proxy's or impersonation headers), which
+// it reads up to 1 MiB. A larger one comes from no kube-apiserver, so it
+// is refused without a read.
+const MaxUserInfoBytes = 1 << 20
+
+func userInfoSize(spec authorizationv1.SubjectAccessReviewSpec) int {
+	n := len(spec.User) + len(spec.UID)
+	for _, g := range spec.Groups {
+		n += len(g)
+	}
+	for k, vs := range spec.Extra {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // subjectAccessReview is the review kube-apiserver's webhook authorizer
@@ -231,12 +274,45 @@ func (r *Reader) ParamScope(ctx context.Context, gvk schema.GroupVersionKind) (m
 	return m.Scope, nil
 }
 
+// rediscoverEvery bounds how often a kind discovery does not know makes
+// the reader read discovery again: a CRD created after the function
+// started is found within it, and a stream of unknown kinds costs at most
+// one discovery read each time.
+const rediscoverEvery = 10 * time.Second
+
 func (r *Reader) mapping(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	return r.mappings.get(ctx, gvk.String(), func(context.Context) (*meta.RESTMapping, error) {
 		// Discovery takes no context: rest.Config.Timeout bounds it.
 		m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		return m, readError(err)
+		if meta.IsNoMatchError(err) && r.rediscover() {
+			m, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+		if meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("%w: the cluster serves no kind %s", cluster.ErrUnavailable, gvk)
+		}
+		return m, r.readError("discovery", err)
 	})
+}
+
+// rediscover resets the cached discovery unless that was done less than
+// rediscoverEvery ago; it reports whether it did.
+func (r *Reader) rediscover() bool {
+	now := r.now().UnixNano()
+	last := r.lastReset.Load()
+	if now-last < int64(rediscoverEvery) || !r.lastReset.CompareAndSwap(last, now) {
+		return false
+	}
+	r.mapper.Reset()
+	return true
+}
+
+// objectName reports whether an object of any kind could be named name
+// in namespace: what kube-apiserver stores every object by (a path segment
+// of at most 253 bytes, in a namespace that is a DNS label). Other names
+// come from a review's body; they are answered not found without a read.
+func objectName(namespace, name string) bool {
+	return len(name) <= validation.DNS1123SubdomainMaxLength && len(path.IsValidPathSegmentName(name)) == 0 && name != "" &&
+		(namespace == "" || len(validation.IsDNS1123Label(namespace)) == 0)
 }
 
 // Param reads one param object.
@@ -245,10 +321,13 @@ func (r *Reader) Param(ctx context.Context, gvk schema.GroupVersionKind, namespa
 	if err != nil {
 		return nil, err
 	}
+	if !objectName(namespace, name) {
+		return nil, apierrors.NewNotFound(m.Resource.GroupResource(), clip(name, 70))
+	}
 	return r.params.get(ctx, gvk.String()+"/"+namespace+"/"+name, func(ctx context.Context) (runtime.Object, error) {
 		o, err := r.dynamic.Resource(m.Resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, readError(err)
+			return nil, r.readError(m.Resource.Resource+" "+namespace+"/"+name, err)
 		}
 		return o, nil
 	})
@@ -260,11 +339,14 @@ func (r *Reader) Params(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	if err != nil {
 		return nil, err
 	}
+	if namespace != "" && !objectName(namespace, "x") {
+		return nil, nil // a namespace no object can be in holds none
+	}
 	sel := selector.String()
 	return r.lists.get(ctx, gvk.String()+"/"+namespace+"?"+sel, func(ctx context.Context) ([]runtime.Object, error) {
 		list, err := r.dynamic.Resource(m.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
-			return nil, readError(err)
+			return nil, r.readError(m.Resource.Resource+" in "+namespace, err)
 		}
 		out := make([]runtime.Object, len(list.Items))
 		for i := range list.Items {
@@ -274,19 +356,38 @@ func (r *Reader) Params(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	})
 }
 
+// bearer finds a bearer token an answer may echo (an endpoint that returns
+// the request's headers): the log keeps the rest.
+var bearerToken = regexp.MustCompile(`(?i)bearer\s+[^\s"',;]+`)
+
 // readError words what client-go returns: a NotFound stays one (the
 // binding's parameterNotFoundAction, a deleted namespace); anything else
-// makes the cluster unavailable for the read.
-func readError(err error) error {
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
+// makes the cluster unavailable for the read, said as its class (401,
+// 403, HTTP status, unreachable, no answer). The text client-go gives
+// (the API URL, the function's identity, the server's body, which an
+// endpoint at the configured address could fill with the request's
+// headers) goes to the log, never into a review's answer.
+func (r *Reader) readError(what string, err error) error {
+	if err == nil || apierrors.IsNotFound(err) {
 		return err
+	}
+	r.log.Warn().Str("read", clip(what, 300)).Str("error", bearerToken.ReplaceAllString(clip(err.Error(), 2000), "Bearer [redacted]")).Msg("cluster read failed")
+	var status apierrors.APIStatus
+	switch {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%w: the cluster refused the function's credentials (401)", cluster.ErrUnavailable)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%w: the function's credentials may not read this (403): %s", cluster.ErrUnavailable, clip(err.Error(), 300))
+		return fmt.Errorf("%w: the function's credentials may not read this (403)", cluster.ErrUnavailable)
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		return fmt.Errorf("%w: no answer in time", cluster.ErrUnavailable)
+	case errors.As(err, &status) && status.Status().Code != 0:
+		return fmt.Errorf("%w: the cluster answered HTTP %d", cluster.ErrUnavailable, status.Status().Code)
 	}
-	return fmt.Errorf("%w: %s", cluster.ErrUnavailable, clip(err.Error(), 300))
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return fmt.Errorf("%w: the cluster could not be reached", cluster.ErrUnavailable)
+	}
+	return fmt.Errorf("%w: the read failed (the function's log says why)", cluster.ErrUnavailable)
 }
 
 func clip(s string, n int) string {

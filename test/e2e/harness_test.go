@@ -227,6 +227,8 @@ rules:
     resources: [priorityclasses]
   - group: rules.admitfn.io
     resources: [limits]
+  - group: authorization.k8s.io
+    resources: [subjectaccessreviews]
 - level: None
 `), 0o600)
 	c.auditLog = filepath.Join(c.dir, "audit.log")

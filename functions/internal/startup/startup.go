@@ -305,6 +305,7 @@ func Clusters(v string, auth cluster.Authenticators, log zerolog.Logger) (map[st
 			out[name] = nil
 			continue
 		}
+		r.SetLog(log)
 		out[name] = r
 		read = append(read, name)
 	}
