@@ -113,6 +113,9 @@ type Reloader struct {
 	// lastUnknown is when a review on a route no bundle knows last started
 	// a check.
 	lastUnknown time.Time
+	// unknownWaiters counts the reviews on unknown routes waiting for a
+	// check (at most MaxUnknownRouteWaiters).
+	unknownWaiters atomic.Int32
 }
 
 // UnknownRouteRecheck is how often, at most, a review on a route that
@@ -121,6 +124,12 @@ type Reloader struct {
 // before the bundle reached this function. Any caller can send any path,
 // so this bounds what they make the function read.
 const UnknownRouteRecheck = 5 * time.Second
+
+// MaxUnknownRouteWaiters bounds the reviews on routes no bundle knows that
+// wait for a check at once; the others are answered at once. Any caller
+// can send such reviews: with a slow store, each that waits holds one of
+// the function's review places, which legitimate reviews then find taken.
+const MaxUnknownRouteWaiters = 4
 
 var _ interface {
 	engine.Reviewer
@@ -253,7 +262,8 @@ func (r *Reloader) state(c *current, route policy.Route) engine.RouteState {
 // route no bundle knows started is less than UnknownRouteRecheck ago, and
 // waits for it up to Config.Wait and half of what is left of ctx; it
 // reports whether it waited for one to end. Reviews that arrive on a new route while the
-// check it started runs wait for that check too.
+// check it started runs wait for that check too, MaxUnknownRouteWaiters at
+// most at once.
 func (r *Reloader) recheck(ctx context.Context) bool {
 	if r.loaded() == nil || r.cfg.Interval < 0 {
 		return false // the fallback, or nothing: maybeCheck already tries; or refresh is off
@@ -270,6 +280,11 @@ func (r *Reloader) recheck(ctx context.Context) bool {
 		done = r.startLocked()
 	}
 	r.mu.Unlock()
+	if r.unknownWaiters.Add(1) > MaxUnknownRouteWaiters {
+		r.unknownWaiters.Add(-1)
+		return false
+	}
+	defer r.unknownWaiters.Add(-1)
 	// Bounded as a request waits for a due check: anyone can send reviews
 	// on unknown routes, and a store that hangs must not hold their places.
 	wait := r.cfg.Wait

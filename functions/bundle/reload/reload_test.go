@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -870,5 +871,52 @@ func TestUnknownRoutesDoNotWaitOnAHungStore(t *testing.T) {
 		f.served("A") // the bundle it has still answers
 		waitIdle(t, f.r)
 		b.proxy.Set(storetest.Pass)
+	})
+}
+
+// Finding: with a slow store, reviews on random unknown routes held review
+// places (58 % of legitimate reviews answered 429, against 6 % with a fast
+// store). At most MaxUnknownRouteWaiters of them wait for the check; the
+// rest are answered at once, while it still runs.
+func TestFewUnknownRouteReviewsWaitForASlowStore(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		f := newFixture(t, b, func(c *reload.Config) { c.CheckTimeout = time.Minute })
+		b.proxy.Set(storetest.Pass)
+		f.publish(sources("A"), nil)
+		f.load()
+		b.proxy.Delay = 3 * time.Second
+		b.proxy.Set(storetest.Slow)
+		const n = 3 * reload.MaxUnknownRouteWaiters
+		answered := make(chan error, n)
+		for i := range n {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := f.r.Review(ctx, policy.Route{Type: policy.Validating, Group: fmt.Sprintf("%010x", i)}, request)
+				answered <- err
+			}()
+		}
+		// Those past the cap are answered while the check still runs.
+		for i := range n - reload.MaxUnknownRouteWaiters {
+			if err := <-answered; !errors.Is(err, engine.ErrUnknownRoute) {
+				t.Fatalf("review %d on an unknown route: %v", i, err)
+			}
+		}
+		if !running(f.r) {
+			t.Fatal("the check ended before the reviews past the cap were answered")
+		}
+		select {
+		case err := <-answered:
+			t.Fatalf("more than %d reviews waited for the check, or the check ended: %v", reload.MaxUnknownRouteWaiters, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		f.served("A") // a known route is answered meanwhile
+		b.proxy.Set(storetest.Pass)
+		for range reload.MaxUnknownRouteWaiters {
+			if err := <-answered; !errors.Is(err, engine.ErrUnknownRoute) {
+				t.Fatalf("a waiting review: %v", err)
+			}
+		}
+		waitIdle(t, f.r)
 	})
 }
