@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -126,5 +127,18 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if code, err := post(t, client, "https://"+addr+"/validate", review(t)); err != nil || code != http.StatusNotFound {
 		t.Errorf("a review without the token: %d, %v; want 404", code, err)
+	}
+}
+
+// Finding: the ingress example logged request paths, whose first segment
+// is the path token. ingress-nginx's access log is off for it.
+func TestIngressLogsNoPath(t *testing.T) {
+	var ing networkingv1.Ingress
+	readManifest(t, "ingress/ingress.yaml", &ing)
+	if got := ing.Annotations["nginx.ingress.kubernetes.io/enable-access-log"]; got != "false" {
+		t.Errorf("ingress annotations %v: want enable-access-log \"false\"", ing.Annotations)
+	}
+	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" {
+		t.Errorf("ingress class %v: the annotation is ingress-nginx's", ing.Spec.IngressClassName)
 	}
 }
