@@ -392,3 +392,145 @@ func poke(t *testing.T, a *admitfn) {
 		t.Fatalf("a review on an unknown route: HTTP %d, want 404", resp.StatusCode)
 	}
 }
+
+// Finding of issue 65: after an unsigned push over a signed location, the
+// next signed push found "no bundle" there and dropped the routes in
+// transition, so the configuration in place got 404s and the webhook's
+// failurePolicy denied writes the policies allow. A bad publish between
+// two good ones now loses no retired route: writes through the old
+// configuration keep v1's decisions throughout, functions refuse the bad
+// bundle, and the new configuration gets v2's.
+func TestABadPublishBetweenTwoGoodOnesLosesNoRoute(t *testing.T) {
+	prod, dev := "e2e-badpush-prod", "e2e-badpush-dev"
+	namespace(t, prod, map[string]string{"env": "prod"})
+	namespace(t, dev, map[string]string{"env": "dev"})
+	namespaces := map[string]string{"prod": prod, "dev": dev}
+	kind := changeKinds[0] // the binding's selector changes: its route moves
+	name := k8sName(t)
+	src1 := writeBundle(t, map[string]string{"policy.yaml": kind.v1})
+	src2 := writeBundle(t, map[string]string{"policy.yaml": kind.v2})
+	bad := writeBundle(t, map[string]string{"policy.yaml": denyPolicy("bad", "", "") + changeBinding("b", "dev")})
+	published := filepath.Join(t.TempDir(), "published")
+	key := filepath.Join(t.TempDir(), "bundle.key")
+	if out, err := exec.Command(kube.cliBin, "keygen", "--out", key).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The function requires signatures; the pushes run without the
+	// variable, as a CI job that holds only the signing key does.
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "ADMITFN_BUNDLE_PUBLIC_KEY=") {
+			env = append(env, e)
+		}
+	}
+	push := func(src string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kube.cliBin, append([]string{"push", "-p", src, "--to", published, "--allow-webhook-change"}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("admitfn push %s: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	push(src1, "--sign-key", key)
+	t.Setenv("ADMITFN_BUNDLE_PUBLIC_KEY", string(pub))
+	a := kube.serve(t, published, "", "--refresh-interval", "1s")
+	cs, _ := kube.client(t)
+	ctx := context.Background()
+	applyConfig := func(bundleDir string) {
+		t.Helper()
+		v := kube.render(t, bundleDir, "https://"+a.addr, name).validating
+		existing, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			v.ResourceVersion = existing.ResourceVersion
+			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
+		} else {
+			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("apply the validating configuration: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	write := func(env string) string {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "change"}}
+		_, err := cs.CoreV1().ConfigMaps(namespaces[env]).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return "allow"
+		}
+		o := result(err, &warnings{})
+		if m := webhookPrefix.FindStringSubmatch(o.message); m != nil {
+			return "deny:" + strings.TrimPrefix(o.message, m[0])
+		}
+		return fmt.Sprintf("error:%d %s", o.code, o.message)
+	}
+	// decisions asserts version's decisions in both namespaces, waiting
+	// for them when settle is set.
+	decisions := func(version string, settle bool) {
+		t.Helper()
+		check := func() error {
+			for env, want := range kind.want[version] {
+				if got := write(env); got != want {
+					return fmt.Errorf("%s: got %q, want %s's %q", env, got, version, want)
+				}
+			}
+			return nil
+		}
+		err := check()
+		if settle {
+			err = waitFor(check)
+		}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, a.Logs())
+		}
+	}
+	loads := func() int { return strings.Count(a.Logs(), `"message":"policy bundle loaded"`) }
+	waitLogs := func(what string, n int) {
+		t.Helper()
+		if err := waitFor(func() error {
+			if c := strings.Count(a.Logs(), what); c < n {
+				return fmt.Errorf("%d of %s logged, want %d", c, what, n)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%v\n%s", err, a.Logs())
+		}
+	}
+	applyConfig(src1)
+	decisions("v1", true)
+
+	// v2, signed: its route is new, v1's is retired and served with v1.
+	n := loads()
+	push(src2, "--sign-key", key)
+	waitLogs(`"message":"policy bundle loaded"`, n+1)
+	decisions("v1", false)
+
+	// The bad publish: unsigned, on purpose. The function refuses it and
+	// keeps v2 with v1's retired route.
+	push(bad, "--allow-unsigned")
+	waitLogs(`"message":"policy bundle refused; serving the last good bundle"`, 1)
+	decisions("v1", false)
+
+	// v2 again, signed: it follows the last signed manifest, and keeps the
+	// retired route.
+	n = loads()
+	out := push(src2, "--sign-key", key)
+	if want := "retired routes served with bundle " + bundleID(t, src1) + " until "; !strings.Contains(out, want) {
+		t.Errorf("the signed push after the bad one:\n%s\nwant it to say %q", out, want)
+	}
+	if !strings.Contains(out, "warning: following the last signed manifest (.admitfn/signed.json: bundle "+bundleID(t, src2)) {
+		t.Errorf("the signed push after the bad one does not say what it followed:\n%s", out)
+	}
+	waitLogs(`"message":"policy bundle loaded"`, n+1)
+	decisions("v1", false) // through the configuration still in place
+
+	applyConfig(src2)
+	decisions("v2", true)
+}
