@@ -150,7 +150,33 @@ func (r *release) run(signKey string) error {
 	if err := r.serverImage(work, images); err != nil {
 		return err
 	}
-	return r.checksums()
+	if err := r.checksums(); err != nil {
+		return err
+	}
+	return r.notes()
+}
+
+// NotesFile is the release notes make release writes: the GitHub release's
+// notes and the signed tag's message (CONTRIBUTING.md, "Releasing"). They
+// give the release key's fingerprint a second place, which a change to the
+// repository alone cannot change; docs/install.md checks both.
+const NotesFile = "RELEASE-NOTES.md"
+
+// notes writes NotesFile, with the fingerprint of the release key.
+func (r *release) notes() error {
+	pub, err := os.ReadFile(r.releaseKey)
+	if err != nil {
+		return err
+	}
+	keys, err := bundle.ParsePublicKeys(string(pub))
+	if err != nil || len(keys) != 1 {
+		return fmt.Errorf("%s: want one ed25519 public key: %v", r.releaseKey, err)
+	}
+	sum := sha256.Sum256(keys[0])
+	text := fmt.Sprintf("admitfn %s\n\nSHA256SUMS is signed by the release key (docs/admitfn-release.pub), key id %s,\nfingerprint %s\n(the sha256 of its 32 raw bytes; docs/install.md says how to check it).\n",
+		r.version, bundle.KeyID(keys[0]), hex.EncodeToString(sum[:]))
+	fmt.Printf("release: %s\n", filepath.Join(r.out, NotesFile))
+	return os.WriteFile(filepath.Join(r.out, NotesFile), []byte(text), 0o644)
 }
 
 // sourceStamp is the revision and commit time of the checkout (with -dirty

@@ -230,7 +230,17 @@ sudo() { [ "$1" = install ] && [ -x "$2" ]; }
 `
 	fill := strings.NewReplacer("v0.1.0", version, "docker://registry.example.com/", "dir:"+registry+"/")
 	comment := regexp.MustCompile(`(?m)(?:^|\s)# (.+)$`)
-	for _, step := range append(doccheck.Find(t, "docs/install.md", 5), doccheck.Find(t, "README.md", 1)...) {
+	repoPub, err := os.ReadFile(repoKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The release's notes name the key it was signed with: the check's, in
+	// the place of the repository's.
+	notesFill := strings.NewReplacer(fingerprint(t, repoPub), fingerprint(t, pub))
+	for _, step := range append(doccheck.Find(t, "docs/install.md", 6), doccheck.Find(t, "README.md", 1)...) {
+		if strings.Contains(step.Text, "RELEASE-NOTES.md") {
+			step.Text = notesFill.Replace(step.Text)
+		}
 		if strings.Contains(step.Text, "pkeyutl -verify") {
 			if err := os.WriteFile(filepath.Join(work, "admitfn-release.pub"), pub, 0o644); err != nil {
 				t.Fatal(err)
@@ -296,23 +306,51 @@ func unzip(t *testing.T, archive, dir string) []string {
 	return names
 }
 
-// The release key's fingerprint in docs/install.md is the committed key's.
+// fingerprint is the sha256 of a PEM public key's 32 raw bytes, in hex.
+func fingerprint(t *testing.T, pem []byte) string {
+	t.Helper()
+	keys, err := bundle.ParsePublicKeys(string(pem))
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("want one public key: %v", err)
+	}
+	sum := sha256.Sum256(keys[0])
+	return hex.EncodeToString(sum[:])
+}
+
+// The release key's fingerprint in docs/install.md is the committed key's,
+// in both places: beside the key, and as the release notes give it.
 func TestReleaseKeyFingerprint(t *testing.T) {
 	pem, err := os.ReadFile("../../" + ReleaseKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := bundle.ParsePublicKeys(string(pem))
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("%s: %v", ReleaseKey, err)
-	}
-	sum := sha256.Sum256(keys[0])
+	fp := fingerprint(t, pem)
 	doc, err := os.ReadFile("../../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "# " + hex.EncodeToString(sum[:]) + "  -\n"; !strings.Contains(string(doc), want) {
-		t.Errorf("docs/install.md does not give the fingerprint of %s: %s", ReleaseKey, want)
+	for _, want := range []string{"# " + fp + "  -\n", "# fingerprint " + fp + "\n"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/install.md does not give the fingerprint of %s: %s", ReleaseKey, want)
+		}
+	}
+}
+
+// The release notes make release writes give the fingerprint of the key it
+// signs with, which users compare with the repository's.
+func TestReleaseNotesGiveTheKeyFingerprint(t *testing.T) {
+	dir := releaseDir(t)
+	notes, err := os.ReadFile(filepath.Join(dir, NotesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := os.Getenv("ADMITFN_RELEASE_KEY")
+	pub, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nfingerprint " + fingerprint(t, pub) + "\n"; !strings.Contains(string(notes), want) || !strings.HasPrefix(string(notes), "admitfn "+version+"\n") {
+		t.Errorf("%s:\n%s\nwant the version and %q", NotesFile, notes, want)
 	}
 }
 
