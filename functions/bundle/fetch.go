@@ -464,13 +464,11 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
 		}
 	}
-	l, err := acquire(ctx, bucket, opts)
+	ctx, unlock, err := locked(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer l.release(ctx)
-	ctx, cancel := l.within(ctx)
-	defer cancel()
+	defer unlock()
 	p, err := readPlace(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
@@ -697,13 +695,11 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if err := checkSigning(bucket, &place{}, opts); err != nil {
 		return nil, err
 	}
-	l, err := acquire(ctx, bucket, opts)
+	ctx, unlock, err := locked(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer l.release(ctx)
-	ctx, cancel := l.within(ctx)
-	defer cancel()
+	defer unlock()
 	raw, obj, err := bucket.Get(ctx, ManifestKey, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNothingToResign

@@ -124,10 +124,16 @@ func (r lockRecord) who() string {
 	return "a push"
 }
 
-// within bounds ctx by the lease: a publish never writes after another
-// push could have taken its lock over.
-func (l *lock) within(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(ctx, l.expires)
+// locked takes the location's lock for a publish: the context it returns
+// ends with the lease, so that the publish never writes after another push
+// could have taken the lock over; unlock releases it.
+func locked(ctx context.Context, bucket store.Bucket, opts PublishOptions) (_ context.Context, unlock func(), _ error) {
+	l, err := acquire(ctx, bucket, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	leased, cancel := context.WithDeadline(ctx, l.expires)
+	return leased, func() { cancel(); l.release(ctx) }, nil
 }
 
 // release ends the lease of the lock if it is still this publish's,

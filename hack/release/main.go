@@ -96,16 +96,12 @@ func (r *release) run(signKey string) error {
 		}
 		// A signature users cannot check against the key they were told
 		// to trust protects nothing: sign with the pair of that key only.
-		pub, err := os.ReadFile(r.releaseKey)
+		key, err := r.publicKey()
 		if err != nil {
 			return err
 		}
-		keys, err := bundle.ParsePublicKeys(string(pub))
-		if err != nil || len(keys) != 1 {
-			return fmt.Errorf("%s: want one ed25519 public key: %v", r.releaseKey, err)
-		}
-		if have := r.signKey.Public().(ed25519.PublicKey); !have.Equal(keys[0]) {
-			return fmt.Errorf("-sign-key %s is key %s, not the release key %s (%s)", signKey, bundle.KeyID(have), bundle.KeyID(keys[0]), r.releaseKey)
+		if have := r.signKey.Public().(ed25519.PublicKey); !have.Equal(key) {
+			return fmt.Errorf("-sign-key %s is key %s, not the release key %s (%s)", signKey, bundle.KeyID(have), bundle.KeyID(key), r.releaseKey)
 		}
 	}
 	if r.license, err = os.ReadFile(filepath.Join(r.repo, "LICENSE")); err != nil {
@@ -162,19 +158,29 @@ func (r *release) run(signKey string) error {
 // repository alone cannot change; docs/install.md checks both.
 const NotesFile = "RELEASE-NOTES.md"
 
-// notes writes NotesFile, with the fingerprint of the release key.
-func (r *release) notes() error {
+// publicKey reads the release key, the one docs/install.md tells users to
+// verify with.
+func (r *release) publicKey() (ed25519.PublicKey, error) {
 	pub, err := os.ReadFile(r.releaseKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys, err := bundle.ParsePublicKeys(string(pub))
 	if err != nil || len(keys) != 1 {
-		return fmt.Errorf("%s: want one ed25519 public key: %v", r.releaseKey, err)
+		return nil, fmt.Errorf("%s: want one ed25519 public key: %v", r.releaseKey, err)
 	}
-	sum := sha256.Sum256(keys[0])
+	return keys[0], nil
+}
+
+// notes writes NotesFile, with the fingerprint of the release key.
+func (r *release) notes() error {
+	key, err := r.publicKey()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(key)
 	text := fmt.Sprintf("admitfn %s\n\nSHA256SUMS is signed by the release key (docs/admitfn-release.pub), key id %s,\nfingerprint %s\n(the sha256 of its 32 raw bytes; docs/install.md says how to check it).\n",
-		r.version, bundle.KeyID(keys[0]), hex.EncodeToString(sum[:]))
+		r.version, bundle.KeyID(key), hex.EncodeToString(sum[:]))
 	fmt.Printf("release: %s\n", filepath.Join(r.out, NotesFile))
 	return os.WriteFile(filepath.Join(r.out, NotesFile), []byte(text), 0o644)
 }

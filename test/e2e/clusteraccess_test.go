@@ -28,7 +28,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -814,34 +813,7 @@ spec:
 	if want := "cannot tell whether Quota params are namespaced in cluster \"a\": cluster unavailable: the cluster serves no kind late.admitfn.io/v1, Kind=Quota"; !strings.Contains(msg, want) {
 		t.Errorf("before the CRD: %q, want it to say %q", msg, want)
 	}
-	r := newParityRunnerOn(t, a)
-	crd := r.decode(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: quotas.late.admitfn.io}
-spec:
-  group: late.admitfn.io
-  scope: Namespaced
-  names: {plural: quotas, singular: quota, kind: Quota}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          max: {type: integer}
-`, "")[0]
-	ri, _ := r.resource(crd)
-	if _, err := ri.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitFor(func() error {
-		_, err := newParityRunnerOn(t, a).mapper.RESTMapping(schema.GroupKind{Group: "late.admitfn.io", Kind: "Quota"}, "v1")
-		return err
-	}); err != nil {
-		t.Fatalf("CRD Quota not served: %v", err)
-	}
+	installCRDOn(t, a, "late.admitfn.io", "quotas", "Quota")
 	q := newParityRunnerOn(t, a)
 	u := q.decode("apiVersion: late.admitfn.io/v1\nkind: Quota\nmetadata: {name: q, namespace: "+ns+"-params}\nmax: 0\n", "")[0]
 	qi, _ := q.resource(u)

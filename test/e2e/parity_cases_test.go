@@ -415,14 +415,21 @@ func installLimitCRD(t *testing.T) { installLimitCRDOn(t, kube.config) }
 // installLimitCRDOn installs it in the kube-apiserver config reaches.
 func installLimitCRDOn(t *testing.T, config *rest.Config) {
 	t.Helper()
+	installCRDOn(t, config, "rules.admitfn.io", "limits", "Limit")
+}
+
+// installCRDOn creates a namespaced kind with an integer max, and waits
+// until discovery serves it.
+func installCRDOn(t *testing.T, config *rest.Config, group, plural, kind string) {
+	t.Helper()
 	r := newParityRunnerOn(t, config)
-	crd := r.decode(`apiVersion: apiextensions.k8s.io/v1
+	crd := r.decode(fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: limits.rules.admitfn.io}
+metadata: {name: %[2]s.%[1]s}
 spec:
-  group: rules.admitfn.io
+  group: %[1]s
   scope: Namespaced
-  names: {plural: limits, singular: limit, kind: Limit}
+  names: {plural: %[2]s, singular: %[3]s, kind: %[4]s}
   versions:
   - name: v1
     served: true
@@ -432,17 +439,17 @@ spec:
         type: object
         properties:
           max: {type: integer}
-`, "")[0]
+`, group, plural, strings.ToLower(kind), kind), "")[0]
 	ri, _ := r.resource(crd)
 	if _, err := ri.Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	err := waitFor(func() error {
-		_, err := newParityRunnerOn(t, config).mapper.RESTMapping(schema.GroupKind{Group: "rules.admitfn.io", Kind: "Limit"}, "v1")
+		_, err := newParityRunnerOn(t, config).mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}, "v1")
 		return err
 	})
 	if err != nil {
-		t.Fatalf("CRD Limit not served: %v", err)
+		t.Fatalf("CRD %s not served: %v", kind, err)
 	}
 }
 

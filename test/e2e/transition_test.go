@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/admitfn/admitfn/core/policy"
 )
@@ -180,31 +181,7 @@ func policyChange(t *testing.T, kind changeKind, functionFirst bool, namespaces 
 
 	apply := func() {
 		t.Helper()
-		cfg := kube.render(t, published, "https://"+a.addr, name)
-		if v := cfg.validating; v != nil {
-			existing, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-			if err == nil {
-				v.ResourceVersion = existing.ResourceVersion
-				_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
-			} else {
-				_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
-			}
-			if err != nil {
-				t.Fatalf("apply the validating configuration: %v", err)
-			}
-		}
-		if m := cfg.mutating; m != nil {
-			existing, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-			if err == nil {
-				m.ResourceVersion = existing.ResourceVersion
-				_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
-			} else {
-				_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
-			}
-			if err != nil {
-				t.Fatalf("apply the mutating configuration: %v", err)
-			}
-		}
+		applyConfigurations(t, cs, kube.render(t, published, "https://"+a.addr, name), name)
 	}
 	t.Cleanup(func() {
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -348,6 +325,37 @@ func policyChange(t *testing.T, kind changeKind, functionFirst bool, namespaces 
 	}
 }
 
+// applyConfigurations creates or updates the configurations r holds,
+// named name.
+func applyConfigurations(t *testing.T, cs *kubernetes.Clientset, r rendered, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if v := r.validating; v != nil {
+		existing, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			v.ResourceVersion = existing.ResourceVersion
+			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
+		} else {
+			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("apply the validating configuration: %v", err)
+		}
+	}
+	if m := r.mutating; m != nil {
+		existing, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			m.ResourceVersion = existing.ResourceVersion
+			_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+		} else {
+			_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("apply the mutating configuration: %v", err)
+		}
+	}
+}
+
 // routes are the URLs of r's webhooks.
 func routes(r rendered) []string {
 	var out []string
@@ -444,17 +452,7 @@ func TestABadPublishBetweenTwoGoodOnesLosesNoRoute(t *testing.T) {
 	ctx := context.Background()
 	applyConfig := func(bundleDir string) {
 		t.Helper()
-		v := kube.render(t, bundleDir, "https://"+a.addr, name).validating
-		existing, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			v.ResourceVersion = existing.ResourceVersion
-			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
-		} else {
-			_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatalf("apply the validating configuration: %v", err)
-		}
+		applyConfigurations(t, cs, kube.render(t, bundleDir, "https://"+a.addr, name), name)
 	}
 	t.Cleanup(func() {
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})

@@ -535,30 +535,30 @@ func TestColdStartSaysWhyItRefusedTheBundle(t *testing.T) {
 			t.Errorf("log:\n%s", f.logs)
 		}
 
-		fb, err := policy.Parse(sources("fallback"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.New(fb, celeval.NewCompiler())
-		if err != nil {
-			t.Fatal(err)
-		}
+		eng := fallbackEngine(t)
 		withFallback := newFixture(t, b, func(c *reload.Config) { keys(c); c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
 		withFallback.r.Load(context.Background())
 		withFallback.served("fallback")
 	})
 }
 
+// fallbackEngine serves the bundle tagged "fallback".
+func fallbackEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	fb, err := policy.Parse(sources("fallback"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(fb, celeval.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
 func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		fb, err := policy.Parse(sources("fallback"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.New(fb, celeval.NewCompiler())
-		if err != nil {
-			t.Fatal(err)
-		}
+		eng := fallbackEngine(t)
 		f := newFixture(t, b, func(c *reload.Config) { c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
 		f.publish(sources("A"), nil)
 		b.server.Stop()
@@ -566,7 +566,7 @@ func TestFallbackServesUntilTheStoreLoads(t *testing.T) {
 			t.Fatal("load from a stopped store succeeded")
 		}
 		f.served("fallback")
-		if ready, detail := f.r.Ready(); !ready || !strings.HasPrefix(detail, "ok: serving fallback bundle "+fb.ID+" from /var/task/policies; "+b.direct.Location()+" not loaded\nlast check failed") {
+		if ready, detail := f.r.Ready(); !ready || !strings.HasPrefix(detail, "ok: serving fallback bundle "+eng.BundleID()+" from /var/task/policies; "+b.direct.Location()+" not loaded\nlast check failed") {
 			t.Errorf("readyz %v %q", ready, detail)
 		}
 		f.clock.Advance(time.Second)
