@@ -464,6 +464,9 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
 		}
 	}
+	// One time for the whole publish: the manifest's creation, expiry and
+	// retired routes' ends count from it.
+	opts.Now = opts.now()
 	ctx, unlock, err := locked(ctx, bucket, opts)
 	if err != nil {
 		return nil, err
@@ -695,6 +698,9 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if err := checkSigning(bucket, &place{}, opts); err != nil {
 		return nil, err
 	}
+	// One time for the whole publish: the manifest's creation, expiry and
+	// retired routes' ends count from it.
+	opts.Now = opts.now()
 	ctx, unlock, err := locked(ctx, bucket, opts)
 	if err != nil {
 		return nil, err

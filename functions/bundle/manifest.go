@@ -211,9 +211,10 @@ func Refused(err error) bool {
 	return false
 }
 
-// Reason says in a few words, fit for a review's answer, why err left no
-// bundle: which check refused the manifest, or that the store could not
-// be read. The log has err itself.
+// Reason says in a few words, fit for a review's answer, why err, a
+// fetch's error, left no bundle: which check refused the manifest, or that
+// the store could not be read (also for nil: none was read yet). The log
+// has err itself.
 func Reason(err error) string {
 	for _, r := range []struct {
 		err  error

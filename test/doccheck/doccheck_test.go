@@ -200,7 +200,7 @@ var external = map[string]bool{
 	"aws": true, "gcloud": true, "helm": true, "kustomize": true, "kubectl": true,
 	"sha256sum": true, "openssl": true, "base64": true, "printf": true, "tar": true, "skopeo": true, "sudo": true,
 	"install": true, "mkdir": true, "cp": true, "zip": true, "cat": true, "mktemp": true,
-	"benchstat": true, "sleep": true, "tail": true,
+	"benchstat": true, "sleep": true, "tail": true, "grep": true,
 	// The emulators of docs/bundles.md, which TestLocalStoresDoc runs.
 	"versitygw": true, "fake-gcs-server": true,
 }

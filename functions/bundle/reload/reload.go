@@ -101,15 +101,17 @@ type Reloader struct {
 	location string
 	cur      atomic.Pointer[current]
 
-	mu        sync.Mutex
-	running   chan struct{} // closed when the running check ends; nil when none runs
-	next      time.Time     // no check before this
-	failures  int           // consecutive failed checks
-	total     int64         // failed checks since start
-	refused   int64         // of those, manifests refused (bundle.Refused)
-	lastErr   error
-	lastErrAt time.Time
-	lastCheck time.Time
+	mu       sync.Mutex
+	running  chan struct{} // closed when the running check ends; nil when none runs
+	next     time.Time     // no check before this
+	failures int           // consecutive failed checks
+	total    int64         // failed checks since start
+	refused  int64         // of those, manifests refused (bundle.Refused)
+	lastErr  error
+	// lastReason words lastErr for a review's answer and /readyz.
+	lastReason string
+	lastErrAt  time.Time
+	lastCheck  time.Time
 	// lastUnknown is when a review on a route no bundle knows last started
 	// a check.
 	lastUnknown time.Time
@@ -219,9 +221,12 @@ func (r *Reloader) Review(ctx context.Context, route policy.Route, req *review.R
 	c := r.cur.Load()
 	if c == nil {
 		r.mu.Lock()
-		err := r.lastErr
+		reason := r.lastReason
 		r.mu.Unlock()
-		return nil, &engine.NoBundleError{Reason: bundle.Reason(err)}
+		if reason == "" {
+			reason = bundle.Reason(nil) // no check has ended yet
+		}
+		return nil, &engine.NoBundleError{Reason: reason}
 	}
 	if r.state(c, route) == engine.RouteUnknown && r.recheck(ctx) {
 		c = r.cur.Load()
@@ -399,8 +404,10 @@ func (r *Reloader) check(ctx context.Context) {
 		eng     *engine.Engine
 		retired map[policy.Route]*retiredRoute
 	)
+	reason := bundle.Reason(err)
 	if err == nil {
 		eng, err = r.compile(snap, prev == nil)
+		reason = "the policy bundle in the store does not load"
 	}
 	if err == nil {
 		retired = r.compileRetired(snap, prev)
@@ -416,6 +423,7 @@ func (r *Reloader) check(ctx context.Context) {
 	r.lastCheck = now
 	if err != nil {
 		r.failLocked(err, now)
+		r.lastReason = reason
 		return
 	}
 	if r.lastErr != nil {
@@ -541,7 +549,7 @@ func (r *Reloader) failLocked(err error, now time.Time) {
 		what = "refused"
 	}
 	if r.lastErr == nil || r.lastErr.Error() != err.Error() {
-		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures).Str("reason", bundle.Reason(err))
+		e := r.cfg.Log.Error().Str("policies", r.location).Err(err).Int("failed_checks", r.failures)
 		msg := "policy bundle " + what + "; no bundle serves yet"
 		if c := r.cur.Load(); c != nil {
 			e = e.Str("serving_bundle", c.engine.BundleID())
@@ -582,7 +590,10 @@ type Status struct {
 	Age       time.Duration
 	LastCheck time.Time
 	LastError error
-	Failures  int
+	// Reason words LastError for a caller: which check refused the
+	// bundle, that it does not load, or that the store could not be read.
+	Reason   string
+	Failures int
 	// Expires is when the serving manifest expires (zero: never).
 	Expires time.Time
 	// LoadErrors counts every failed check since start; Refused, those
@@ -596,7 +607,10 @@ func (r *Reloader) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.cfg.Now()
-	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Failures: r.failures, LoadErrors: r.total, Refused: r.refused}
+	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Reason: r.lastReason, Failures: r.failures, LoadErrors: r.total, Refused: r.refused}
+	if s.Reason == "" {
+		s.Reason = bundle.Reason(nil)
+	}
 	if c := r.cur.Load(); c != nil {
 		s.Ready, s.BundleID = true, c.engine.BundleID()
 		s.Fallback = c.snap == nil
@@ -616,7 +630,7 @@ func (r *Reloader) Ready() (bool, string) {
 	var b strings.Builder
 	switch {
 	case !s.Ready:
-		fmt.Fprintf(&b, "not ready: no policy bundle loaded from %s: %s", s.Location, bundle.Reason(s.LastError))
+		fmt.Fprintf(&b, "not ready: no policy bundle loaded from %s: %s", s.Location, s.Reason)
 	case s.Fallback:
 		fmt.Fprintf(&b, "ok: serving fallback bundle %s from %s; %s not loaded", s.BundleID, r.cfg.FallbackSource, s.Location)
 	default:

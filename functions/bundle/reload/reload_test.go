@@ -531,7 +531,7 @@ func TestColdStartSaysWhyItRefusedTheBundle(t *testing.T) {
 		if ready, detail := f.r.Ready(); ready || !strings.HasPrefix(detail, "not ready: no policy bundle loaded from "+b.direct.Location()+": "+reason+"\nlast check failed (") {
 			t.Errorf("readyz %v %q", ready, detail)
 		}
-		if !strings.Contains(f.logs.String(), `"reason":"`+reason+`","message":"policy bundle refused; no bundle serves yet"`) {
+		if !strings.Contains(f.logs.String(), `"error":".admitfn/manifest.json: bundle is not signed","failed_checks":1,"message":"policy bundle refused; no bundle serves yet"`) {
 			t.Errorf("log:\n%s", f.logs)
 		}
 
@@ -539,6 +539,17 @@ func TestColdStartSaysWhyItRefusedTheBundle(t *testing.T) {
 		withFallback := newFixture(t, b, func(c *reload.Config) { keys(c); c.Fallback, c.FallbackSource = eng, "/var/task/policies" })
 		withFallback.r.Load(context.Background())
 		withFallback.served("fallback")
+
+		// A bundle read fine that does not compile is no store failure.
+		f.publish(broken(), key)
+		f.clock.Advance(time.Minute)
+		if err := f.r.Load(context.Background()); err == nil {
+			t.Fatal("a bundle that does not compile loaded")
+		}
+		_, err = f.r.Review(context.Background(), policy.Route{Type: policy.Validating}, request)
+		if !errors.As(err, &nb) || nb.Reason != "the policy bundle in the store does not load" {
+			t.Fatalf("review: %v", err)
+		}
 	})
 }
 
