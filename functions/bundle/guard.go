@@ -98,8 +98,8 @@ func acquire(ctx context.Context, bucket store.Bucket, opts PublishOptions) (*lo
 				ErrLocked, held.who(), bucket.Location()+"/"+LockKey, held.Started.UTC().Format(time.RFC3339), held.Expires.UTC().Format(time.RFC3339))
 		default:
 			// Its lease is over (or it is not a lock): take it over, only
-			// if no other push took it first. A push that ended its lease
-			// itself (a store it could not delete from) is no news.
+			// if no other push took it first. A lease its push ended
+			// itself, as every push does when done, is no news.
 			if !held.Expires.IsZero() {
 				opts.warn(fmt.Sprintf("took over the publish lock of %s, whose lease ended at %s", held.who(), held.Expires.UTC().Format(time.RFC3339)))
 			}
