@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -383,8 +384,16 @@ func (r *Reader) readError(what string, err error) error {
 	case errors.As(err, &status) && status.Status().Code != 0:
 		return fmt.Errorf("%w: the cluster answered HTTP %d", cluster.ErrUnavailable, status.Status().Code)
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		badHost   x509.HostnameError
+		badCert   x509.CertificateInvalidError
+		netErr    net.Error
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert):
+		return fmt.Errorf("%w: the cluster's certificate does not verify", cluster.ErrUnavailable)
+	case errors.As(err, &netErr):
 		return fmt.Errorf("%w: the cluster could not be reached", cluster.ErrUnavailable)
 	}
 	return fmt.Errorf("%w: the read failed (the function's log says why)", cluster.ErrUnavailable)

@@ -247,6 +247,15 @@ func TestReadErrorsCarryNoURLIdentityOrBody(t *testing.T) {
 	if _, err := r.Namespace(context.Background(), "shop"); err == nil || err.Error() != "cluster unavailable: the cluster could not be reached" {
 		t.Errorf("closed port: %v", err)
 	}
+	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsServer.Close()
+	r, err = NewReader(Cluster{Name: "untrusted"}, &rest.Config{Host: tlsServer.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Namespace(context.Background(), "shop"); err == nil || err.Error() != "cluster unavailable: the cluster's certificate does not verify" {
+		t.Errorf("a certificate no CA of the reader signed: %v", err)
+	}
 }
 
 func zerologTo(w io.Writer) zerolog.Logger { return zerolog.New(w) }
