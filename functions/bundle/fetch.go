@@ -340,7 +340,7 @@ type PublishOptions struct {
 	// which its functions refuse: only to stop signing it on purpose.
 	AllowUnsigned bool
 	// Lease is how long a publish may hold the location's lock
-	// (DefaultLease when zero); it writes nothing after it.
+	// (DefaultLease when zero); to a bucket it writes nothing after it.
 	Lease time.Duration
 	// beforeCommit, when set, runs before the manifest is written (tests
 	// hold two publishes there).
@@ -464,10 +464,7 @@ func Publish(ctx context.Context, bucket store.Bucket, sources []policy.Source, 
 			return nil, fmt.Errorf("publish: %q is not a bundle file name", s.Name)
 		}
 	}
-	// One time for the whole publish: the manifest's creation, expiry and
-	// retired routes' ends count from it.
-	opts.Now = opts.now()
-	ctx, unlock, err := locked(ctx, bucket, opts)
+	ctx, unlock, err := locked(ctx, bucket, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -698,10 +695,7 @@ func Resign(ctx context.Context, bucket store.Bucket, bundleID string, opts Publ
 	if err := checkSigning(bucket, &place{}, opts); err != nil {
 		return nil, err
 	}
-	// One time for the whole publish: the manifest's creation, expiry and
-	// retired routes' ends count from it.
-	opts.Now = opts.now()
-	ctx, unlock, err := locked(ctx, bucket, opts)
+	ctx, unlock, err := locked(ctx, bucket, &opts)
 	if err != nil {
 		return nil, err
 	}

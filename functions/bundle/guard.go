@@ -126,9 +126,12 @@ func (r lockRecord) who() string {
 
 // locked takes the location's lock for a publish: the context it returns
 // ends with the lease, so that the publish never writes after another push
-// could have taken the lock over; unlock releases it.
-func locked(ctx context.Context, bucket store.Bucket, opts PublishOptions) (_ context.Context, unlock func(), _ error) {
-	l, err := acquire(ctx, bucket, opts)
+// could have taken the lock over; unlock releases it. It fixes opts.Now:
+// the lock's start, the manifest's creation and expiry and the retired
+// routes' ends all count from one time.
+func locked(ctx context.Context, bucket store.Bucket, opts *PublishOptions) (_ context.Context, unlock func(), _ error) {
+	opts.Now = opts.now()
+	l, err := acquire(ctx, bucket, *opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -169,7 +169,8 @@ func New(cfg Config) *Reloader {
 		f.Now = cfg.Now
 		cfg.Fetcher = &f
 	}
-	r := &Reloader{cfg: cfg, location: cfg.Fetcher.Bucket.Location()}
+	// Until a check ends, what a store that has not answered yet is.
+	r := &Reloader{cfg: cfg, location: cfg.Fetcher.Bucket.Location(), lastReason: bundle.Reason(nil)}
 	if cfg.Fallback != nil {
 		r.cur.Store(&current{engine: cfg.Fallback, loadedAt: cfg.Now()})
 	}
@@ -223,9 +224,6 @@ func (r *Reloader) Review(ctx context.Context, route policy.Route, req *review.R
 		r.mu.Lock()
 		reason := r.lastReason
 		r.mu.Unlock()
-		if reason == "" {
-			reason = bundle.Reason(nil) // no check has ended yet
-		}
 		return nil, &engine.NoBundleError{Reason: reason}
 	}
 	if r.state(c, route) == engine.RouteUnknown && r.recheck(ctx) {
@@ -608,9 +606,6 @@ func (r *Reloader) Status() Status {
 	defer r.mu.Unlock()
 	now := r.cfg.Now()
 	s := Status{Location: r.location, LastCheck: r.lastCheck, LastError: r.lastErr, Reason: r.lastReason, Failures: r.failures, LoadErrors: r.total, Refused: r.refused}
-	if s.Reason == "" {
-		s.Reason = bundle.Reason(nil)
-	}
 	if c := r.cur.Load(); c != nil {
 		s.Ready, s.BundleID = true, c.engine.BundleID()
 		s.Fallback = c.snap == nil

@@ -1,6 +1,6 @@
 // Package hangup catches SIGHUP as the process starts, before the
 // packages a server imports run their init functions (k8s.io's scheme
-// registrations take tens of milliseconds): a SIGHUP's default action
+// registrations are most of a start's work): a SIGHUP's default action
 // ends a Go process, and a sidecar that watches a mounted ConfigMap may
 // send one at any time. Import it first; the server reads the signals
 // from C once it can act on them.
