@@ -8,6 +8,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
@@ -30,17 +31,18 @@ import (
 // matchConditions that can be pushed (PushedCondition). Rule checks read
 // only what every request has, guarded with has(), and cannot fail.
 //
-// Errors. C may fail to evaluate in kube-apiserver exactly when it fails in
-// the function, on the same input. A failed term makes the condition fail
-// only when no term is true; kube-apiserver then applies the webhook's
-// failurePolicy, the group's. Ignore skips the call, and the function
-// would have skipped every binding too (a failing matchCondition under
-// Ignore skips its policy). Fail rejects the request, which the function
-// would too only if that binding surely fails: so under Fail a policy's
-// conditions are pushed only when all of them are, its binding takes no
-// params (conditions are evaluated per param, after params are found)
-// and, for a validating binding, denies. D makes the term fail only when
-// the binding matches.
+// Errors. Under failurePolicy Ignore a failing term makes the condition
+// fail only when no term is true; kube-apiserver then skips the call, and
+// the function would have skipped every binding too (a failing
+// matchCondition under Ignore skips its policy). Under Fail kube-apiserver
+// would reject the request itself, in its own words and quoting the
+// condition, where the function denies in upstream's: so under Fail no
+// pushed condition can fail. Each is pushed as written when it cannot, as
+// G || (c) when a guard G covers every way it could (celeval.Guard: then
+// kube-apiserver calls the function, which answers as upstream does), and
+// not at all otherwise. A binding that takes params keeps its conditions
+// under Fail: kube-apiserver denies one whose params are missing before it
+// evaluates them. Rule checks cannot fail.
 //
 // Cost. Upstream evaluates a webhook's conditions with a per-call limit
 // and a budget; the condition is pushed only with a bound on its cost
@@ -65,12 +67,30 @@ type BindingReport struct {
 	// Pushed names what its term checks beyond the webhook's rules and
 	// selectors: "matchCondition <name>", "resourceNames", ….
 	Pushed []string
+	// Guarded are matchConditions pushed with a guard (under
+	// failurePolicy Fail, where one could fail to evaluate).
+	Guarded []Guard
 	// Kept are what the function alone checks, and why.
 	Kept []Kept
 }
 
 // Kept is one thing left to the function.
 type Kept struct{ What, Why string }
+
+// Guard is a condition pushed with a guard: kube-apiserver evaluates
+// When || (condition), so that where the condition could fail to evaluate
+// it calls the function, which answers as upstream does.
+type Guard struct{ What, When string }
+
+// record notes the matchCondition name as pushed, as written or with
+// guard.
+func (br *BindingReport) record(name, guard string) {
+	if guard == "false" {
+		br.Pushed = append(br.Pushed, "matchCondition "+name)
+		return
+	}
+	br.Guarded = append(br.Guarded, Guard{"matchCondition " + name, guard})
+}
 
 // binding is what push-down needs of one binding of either type.
 type binding struct {
@@ -114,6 +134,10 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 // candidate is a binding's pushable conditions and their bound.
 type candidate struct {
 	conds []admissionregistrationv1.MatchCondition
+	// guards of conds: "false" for a condition pushed as written.
+	guards []string
+	// costs bound each of conds (unboundedCost: no bound).
+	costs []uint64
 	// resource: the indexes of conds that read request.resource.
 	resource []int
 	cost     uint64
@@ -137,52 +161,59 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 		d, a, _, _ := ruleTerms(g, bindings[0])
 		verbatim = d == "true" && a == "true"
 	}
+	denyOnError := g.FailurePolicy != admissionregistrationv1.Ignore
 	cands := make([]candidate, len(bindings))
 	for i, b := range bindings {
 		br := BindingReport{Binding: b.name, Policy: b.policy}
 		var cand candidate
 		for _, c := range b.conditions {
-			why, reads, cost := pushable1(c.Expression, clusterAccess)
+			what := "matchCondition " + c.Name
+			if denyOnError && b.takesParams {
+				br.Kept = append(br.Kept, Kept{what, "under failurePolicy Fail: the binding takes params, and kube-apiserver denies a binding whose params are missing before it evaluates its conditions"})
+				continue
+			}
+			expr, g1 := c.Expression, "false"
+			if denyOnError {
+				var err error
+				if g1, err = celeval.Guard(c.Expression); err != nil {
+					br.Kept = append(br.Kept, Kept{what, "under failurePolicy Fail it could fail to evaluate, which kube-apiserver would answer in its own words: it " + err.Error()})
+					continue
+				}
+				expr = celeval.Guarded(c.Expression, g1)
+			}
+			why, reads, cost := pushable1(expr, clusterAccess)
 			if why == "" && verbatim && reads.RequestResource && !everyGroupVersion(g.Rules) {
 				why = "reads request.resource, which a webhook's conditions see as requested and the policy as its rules matched it (an equivalent resource)"
 			}
-			if why == "" && !verbatim && cost == unboundedCost {
+			switch {
+			case why != "" || cost != unboundedCost:
+			case !verbatim:
 				why = "its cost has no bound within kube-apiserver's per-call limit on every request, and it would share one with the other bindings' conditions"
+			case denyOnError:
+				why = "under failurePolicy Fail: its cost has no bound within kube-apiserver's per-call limit on every request, and past it kube-apiserver would reject the request in its own words"
 			}
 			if why != "" {
-				br.Kept = append(br.Kept, Kept{"matchCondition " + c.Name, why})
+				br.Kept = append(br.Kept, Kept{what, why})
 				continue
 			}
 			if reads.RequestResource {
 				cand.resource = append(cand.resource, len(cand.conds))
 			}
-			cand.conds = append(cand.conds, c)
+			cand.conds = append(cand.conds, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: expr})
+			cand.guards = append(cand.guards, g1)
+			cand.costs = append(cand.costs, cost)
 			cand.cost += cost
-		}
-		if len(cand.conds) > 0 && g.FailurePolicy != admissionregistrationv1.Ignore {
-			why := ""
-			switch {
-			case len(cand.conds) < len(b.conditions):
-				why = "under failurePolicy Fail a policy's conditions go together, and not all of them can"
-			case b.takesParams:
-				why = "under failurePolicy Fail: the binding takes params, and its conditions are evaluated only once they are found"
-			case !b.denies:
-				why = "under failurePolicy Fail: the binding does not Deny, so a failing condition does not reject"
-			}
-			if why != "" {
-				for _, c := range cand.conds {
-					br.Kept = append(br.Kept, Kept{"matchCondition " + c.Name, why})
-				}
-				cand = candidate{}
-			}
 		}
 		cands[i] = cand
 		rep.Bindings = append(rep.Bindings, br)
 	}
 	if verbatim {
-		for _, c := range cands[0].conds {
+		if denyOnError {
+			withinBudget(&cands[0], &rep.Bindings[0])
+		}
+		for j, c := range cands[0].conds {
 			rep.Conditions = append(rep.Conditions, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: c.Expression})
-			rep.Bindings[0].Pushed = append(rep.Bindings[0].Pushed, "matchCondition "+c.Name)
+			rep.Bindings[0].record(c.Name, cands[0].guards[j])
 		}
 		fill(&rep)
 		return rep
@@ -199,6 +230,9 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 			rep.Conditions = []admissionregistrationv1.MatchCondition{{Name: PushDownName, Expression: expr}}
 			for i := range rep.Bindings {
 				rep.Bindings[i].Pushed = pushed[i]
+				for j, c := range cands[i].conds {
+					rep.Bindings[i].record(c.Name, cands[i].guards[j])
+				}
 			}
 			fill(&rep)
 			return rep
@@ -223,6 +257,37 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 }
 
 const unboundedCost = ^uint64(0)
+
+// withinBudget drops the costliest of a group of one binding's conditions
+// until together they fit the budget kube-apiserver gives a webhook's
+// conditions, the one it gives a policy's: past it they would fail.
+func withinBudget(cand *candidate, br *BindingReport) {
+	for cand.cost > celconfig.RuntimeCELCostBudgetMatchConditions {
+		worst := 0
+		for j, c := range cand.costs {
+			if c > cand.costs[worst] {
+				worst = j
+			}
+		}
+		br.Kept = append(br.Kept, Kept{"matchCondition " + cand.conds[worst].Name,
+			"under failurePolicy Fail: with the others, its cost could exceed kube-apiserver's budget for a webhook's conditions, which would reject the request in its own words"})
+		cand.cost -= cand.costs[worst]
+		cand.conds = slices.Delete(cand.conds, worst, worst+1)
+		cand.guards = slices.Delete(cand.guards, worst, worst+1)
+		cand.costs = slices.Delete(cand.costs, worst, worst+1)
+		for k, r := range cand.resource {
+			if r == worst {
+				cand.resource = slices.Delete(cand.resource, k, k+1)
+				break
+			}
+		}
+		for k := range cand.resource {
+			if cand.resource[k] > worst {
+				cand.resource[k]--
+			}
+		}
+	}
+}
 
 // pushable1 says why a policy's matchCondition cannot be pushed ("" if it
 // can), what it reads, and bounds its cost (unboundedCost: no bound).
@@ -284,7 +349,10 @@ func fill(rep *Report) {
 		if len(rep.Conditions) == 0 {
 			rep.Bindings[i].Pushed = nil
 		}
-		if len(rep.Bindings[i].Kept) == 0 && len(rep.Bindings[i].Pushed) == 0 {
+		if len(rep.Conditions) == 0 {
+			rep.Bindings[i].Guarded = nil
+		}
+		if len(rep.Bindings[i].Kept) == 0 && len(rep.Bindings[i].Pushed) == 0 && len(rep.Bindings[i].Guarded) == 0 {
 			rep.Bindings[i].Kept = []Kept{{"nothing", "the webhook's rules and selectors already send only what it could act on"}}
 		}
 	}
@@ -300,7 +368,6 @@ func condition(g *policy.Group, bindings []binding, cands []candidate) (string, 
 		var conds []string
 		for j, c := range cands[i].conds {
 			conds = append(conds, embed(c.Expression))
-			what = append(what, "matchCondition "+c.Name)
 			if slices.Contains(cands[i].resource, j) {
 				// request.resource is what the function sees only
 				// when the webhook's rules match the request directly.
@@ -325,18 +392,6 @@ func condition(g *policy.Group, bindings []binding, cands []candidate) (string, 
 		return "true", pushed
 	}
 	return or(terms...), pushed
-}
-
-// embed parenthesizes a policy's condition for a larger expression. A
-// condition is a whole expression, so its parentheses balance and it ends
-// outside any literal; only a trailing // comment could swallow what
-// follows it, and a newline ends that.
-func embed(expr string) string {
-	expr = strings.TrimSpace(expr)
-	if strings.Contains(expr, "//") {
-		return "(" + expr + "\n)"
-	}
-	return "(" + expr + ")"
 }
 
 func groupRulesExpr(g *policy.Group) string {
@@ -601,44 +656,14 @@ func scopeExpr(s *admissionregistrationv1.ScopeType) string {
 
 func quote(s string) string { return strconv.Quote(s) }
 
-// and, or and not fold the constants true and false.
-func and(parts ...string) string { return fold(parts, "true", "false", " && ") }
+// and, or, not and embed build expressions as text (celeval).
+func and(parts ...string) string { return celeval.And(parts...) }
 
-func or(parts ...string) string { return fold(parts, "false", "true", " || ") }
+func or(parts ...string) string { return celeval.Or(parts...) }
 
-// fold joins parts with op, dropping identity and duplicates, and is
-// absorbing if any part is.
-func fold(parts []string, identity, absorbing, op string) string {
-	var keep []string
-	for _, p := range parts {
-		switch p {
-		case identity, "":
-			continue
-		case absorbing:
-			return absorbing
-		}
-		if !slices.Contains(keep, p) {
-			keep = append(keep, p)
-		}
-	}
-	switch len(keep) {
-	case 0:
-		return identity
-	case 1:
-		return keep[0]
-	}
-	return "(" + strings.Join(keep, op) + ")"
-}
+func not(p string) string { return celeval.Not(p) }
 
-func not(p string) string {
-	switch p {
-	case "true":
-		return "false"
-	case "false":
-		return "true"
-	}
-	return "!(" + p + ")"
-}
+func embed(expr string) string { return celeval.Embed(expr) }
 
 // String is the report as render prints it.
 func (r Report) String() string {
@@ -654,7 +679,14 @@ func (r Report) String() string {
 	for _, br := range r.Bindings {
 		fmt.Fprintf(&b, "  binding %s (policy %s)\n", br.Binding, br.Policy)
 		for _, p := range br.Pushed {
+			if strings.HasPrefix(p, "matchCondition ") {
+				fmt.Fprintf(&b, "    pushed as written: %s\n", p)
+				continue
+			}
 			fmt.Fprintf(&b, "    pushed: %s\n", p)
+		}
+		for _, g := range br.Guarded {
+			fmt.Fprintf(&b, "    pushed guarded: %s: the function is called where it could fail to evaluate: %s\n", g.What, g.When)
 		}
 		for _, k := range br.Kept {
 			fmt.Fprintf(&b, "    not pushed: %s: %s\n", k.What, k.Why)
