@@ -123,6 +123,9 @@ type groupKey struct {
 	ObjectSelector     *metav1.LabelSelector                          `json:"objectSelector"`
 	FailurePolicy      admissionregistrationv1.FailurePolicyType      `json:"failurePolicy"`
 	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType `json:"reinvocationPolicy,omitempty"`
+	// Binding names the one binding of a group of its own: a binding of
+	// a MutatingAdmissionPolicy with reinvocationPolicy IfNeeded.
+	Binding string `json:"binding,omitempty"`
 }
 
 // grouper accumulates bindings into groups of one type, by the digest of
@@ -131,16 +134,19 @@ type grouper struct {
 	typ   Type
 	byKey map[string]*Group
 	keys  map[*Group]string
+	// first is the bundle position of each group's first binding.
+	first map[*Group]int
 }
 
 func newGrouper(t Type) *grouper {
-	return &grouper{typ: t, byKey: map[string]*Group{}, keys: map[*Group]string{}}
+	return &grouper{typ: t, byKey: map[string]*Group{}, keys: map[*Group]string{}, first: map[*Group]int{}}
 }
 
 // add returns the group of a binding (with matchResources binding, possibly
 // nil) of a policy (with constraints, failure and reinvocation policies),
-// creating it if needed, with the binding's rules added.
-func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResources, fp admissionregistrationv1.FailurePolicyType, rp admissionregistrationv1.ReinvocationPolicyType) *Group {
+// creating it if needed, with the binding's rules added. own names a
+// binding that has a group of its own ("" for none).
+func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResources, fp admissionregistrationv1.FailurePolicyType, rp admissionregistrationv1.ReinvocationPolicyType, own string) *Group {
 	var bindingNS, bindingObj *metav1.LabelSelector
 	if binding != nil {
 		bindingNS, bindingObj = binding.NamespaceSelector, binding.ObjectSelector
@@ -150,6 +156,7 @@ func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResour
 		ObjectSelector:     MergeSelectors(constraints.ObjectSelector, bindingObj),
 		FailurePolicy:      fp,
 		ReinvocationPolicy: rp,
+		Binding:            own,
 	}
 	kid := key.id()
 	g, ok := gr.byKey[kid]
@@ -157,6 +164,7 @@ func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResour
 		g = &Group{Type: gr.typ, Default: key.isDefault(), NamespaceSelector: key.NamespaceSelector, ObjectSelector: key.ObjectSelector, FailurePolicy: key.FailurePolicy, ReinvocationPolicy: key.ReinvocationPolicy}
 		gr.byKey[kid] = g
 		gr.keys[g] = kid
+		gr.first[g] = len(gr.first)
 	}
 	rules := constraints.ResourceRules
 	if binding != nil && len(binding.ResourceRules) > 0 {
@@ -171,7 +179,10 @@ func (gr *grouper) add(constraints, binding *admissionregistrationv1.MatchResour
 }
 
 // groups gives each group its ID, from its key and its bindings' names,
-// and returns them, the default one first, the others ordered by ID.
+// and returns them: validating groups the default one first, the others
+// ordered by ID (kube-apiserver calls them in parallel); mutating groups
+// in bundle order, by their first binding (kube-apiserver calls them in
+// order, and each sees what the ones before it changed).
 func (gr *grouper) groups(names func(*Group) []string) []*Group {
 	groups := make([]*Group, 0, len(gr.byKey))
 	for _, g := range gr.byKey {
@@ -185,6 +196,9 @@ func (gr *grouper) groups(names func(*Group) []string) []*Group {
 		groups = append(groups, g)
 	}
 	sort.Slice(groups, func(i, j int) bool {
+		if gr.typ == Mutating {
+			return gr.first[groups[i]] < gr.first[groups[j]]
+		}
 		if groups[i].Default != groups[j].Default {
 			return groups[i].Default
 		}
@@ -202,7 +216,7 @@ func (b *Set) Groups() []*Group {
 		if p == nil {
 			continue
 		}
-		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, "")
+		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, "", "")
 		g.Bindings = append(g.Bindings, binding)
 	}
 	return gr.groups(func(g *Group) []string {
@@ -216,7 +230,11 @@ func (b *Set) Groups() []*Group {
 
 // MutatingGroups partitions the bundle's MutatingAdmissionPolicyBindings the
 // same way, also by the policy's reinvocationPolicy, which a mutating
-// webhook carries once.
+// webhook carries once; each binding of a policy with reinvocationPolicy
+// IfNeeded is a group of its own. kube-apiserver reinvokes an IfNeeded
+// webhook when a later webhook changed the object, as it reinvokes an
+// IfNeeded policy that a later policy changed the object after; in one
+// webhook, a policy's change after another's would not reinvoke it.
 func (b *Set) MutatingGroups() []*Group {
 	gr := newGrouper(Mutating)
 	for _, binding := range b.MutatingBindings {
@@ -224,7 +242,11 @@ func (b *Set) MutatingGroups() []*Group {
 		if p == nil {
 			continue
 		}
-		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
+		own := ""
+		if p.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			own = binding.Name
+		}
+		g := gr.add(p.Spec.MatchConstraints, binding.Spec.MatchResources, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy, own)
 		g.MutatingBindings = append(g.MutatingBindings, binding)
 	}
 	return gr.groups(func(g *Group) []string {

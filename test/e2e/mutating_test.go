@@ -216,6 +216,20 @@ func mutatingCases() []mutatingCase {
 			mapDoc("b-copy.mparity.admitfn.io", cmCreateUpdate+"reinvocationPolicy: IfNeeded\n"+apply(`Object{data: {"seen": has(object.metadata.labels) && "stage" in object.metadata.labels ? object.metadata.labels["stage"] : "none"}}`)) +
 			mapBindingDoc("b-copy", "b-copy.mparity.admitfn.io", ""),
 			requests: []parityRequest{create(cm("chain", nil))}},
+		// Upstream's "multiple policies requiring reinvocation": three
+		// counters, two IfNeeded; in-cluster 5 in any order (each IfNeeded
+		// policy reinvoked once). The Never one first in the bundle.
+		{name: "reinvocation-counters", bundle: reinvocationBundle(counterPolicies()...),
+			requests: []parityRequest{create(cm("count", nil))}},
+		// One request through VAP and MAP, Fail and Ignore, params and
+		// none, whose conditions fail: each failure is its policy's, in
+		// its words.
+		{name: "map-condition-missing-label-fail", bundle: mutating("map-condition-missing-label-fail", cmCreateUpdate+"matchConditions: [{name: team, expression: \"object.metadata.labels.team == 'a'\"}]\n"+
+			apply(`Object{metadata: Object.metadata{annotations: {"team": "a"}}}`), ""),
+			requests: []parityRequest{create(cm("nolabels", nil)), create(cm("a", nil, "team", "a")), create(cm("b", nil, "team", "b"))}},
+		{name: "mixed-group-errors", bundle: mixedErrorsBundle(),
+			requests: []parityRequest{create(cm("nolabels", nil)), create(cm("web", nil, "tier", "web", "team", "a")),
+				create(cm("db", nil, "tier", "db", "team", "b")), create(cm("team-only", nil, "team", "a"))}},
 		{name: "object-selector", bundle: mutating("object-selector", cmCreateUpdate+apply(`Object{data: {"selected": "yes"}}`), "matchResources: {objectSelector: {matchLabels: {mutate: me}}}"),
 			requests: []parityRequest{create(cm("yes", nil, "mutate", "me")), create(cm("no", nil))}},
 		{name: "namespace-selector-match", labels: map[string]string{"env": "prod"}, bundle: mutating("namespace-selector-match", cmCreateUpdate+apply(`Object{data: {"env": "prod"}}`), "matchResources: {namespaceSelector: {matchLabels: {env: prod}}}"),
@@ -242,6 +256,39 @@ func mutatingCases() []mutatingCase {
 			diverge:  "the function has no authorizer",
 			admitfn:  `policy 'authorizer.mparity.admitfn.io' with binding 'authorizer' denied request: expression 'Object{data: {"may": string(authorizer.group("").resource("secrets").namespace(object.metadata.namespace).check("list").allowed())}}` + "\n" + `' resulted in error: no such attribute(s): authorizer`},
 	}
+}
+
+// counterPolicies are three MutatingAdmissionPolicies on ConfigMaps that
+// each add one to the annotation count, c-never with reinvocationPolicy
+// Never, a-ifneeded and b-ifneeded IfNeeded, each with its binding.
+func counterPolicies() []string {
+	counter := func(name, rp string) string {
+		p := name + ".mparity.admitfn.io"
+		return mapDoc(p, cmCreateUpdate+"reinvocationPolicy: "+rp+"\n"+
+			apply(`Object{metadata: Object.metadata{annotations: {"count": string(int(object.metadata.?annotations["count"].orValue("0")) + 1)}}}`)) +
+			mapBindingDoc(name, p, "")
+	}
+	return []string{counter("c-never", "Never"), counter("a-ifneeded", "IfNeeded"), counter("b-ifneeded", "IfNeeded")}
+}
+
+func reinvocationBundle(docs ...string) string { return strings.Join(docs, "---\n") }
+
+// mixedErrorsBundle: a VAP under Fail whose condition reads a label that
+// may be missing, one under Ignore whose condition reads data that is
+// missing, a MAP under Fail whose condition reads a missing label, and a
+// MAP under Fail taking a ConfigMap param whose condition fails where the
+// other MAP's does (so that either order denies alike).
+func mixedErrorsBundle() string {
+	// CREATE and UPDATE only: on a DELETE, object is null and v-fail's
+	// condition fails, which would deny the cleanup.
+	vFail := simple("v-fail", cmCreateUpdate+"matchConditions: [{name: web, expression: \"object.metadata.labels['tier'] == 'web'\"}]\nvalidations: [{expression: 'false', message: no web tier here}]", "")
+	vIgnore := simple("v-ignore", "failurePolicy: Ignore\n"+cmCreateUpdate+"matchConditions: [{name: data, expression: \"object.data.missing == 'x'\"}]\nvalidations: [{expression: 'false', message: never}]", "")
+	mFail := mutating("m-fail", cmCreateUpdate+"matchConditions: [{name: team, expression: \"object.metadata.labels.team == 'a'\"}]\n"+
+		apply(`Object{metadata: Object.metadata{annotations: {"team": "a"}}}`), "")
+	mParams := mutating("m-params", "paramKind: {apiVersion: v1, kind: ConfigMap}\n"+cmCreateUpdate+"matchConditions: [{name: not-b, expression: \"object.metadata.labels.team != 'b'\"}]\n"+
+		apply(`Object{metadata: Object.metadata{annotations: {"owner": params.data.owner}}}`), "paramRef: {name: owners, namespace: $NS, parameterNotFoundAction: Deny}")
+	return vFail + "---\n" + vIgnore + "---\n" + mFail + "---\n" + mParams +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: owners, namespace: $NS}\ndata: {owner: platform}\n"
 }
 
 func TestMutatingParity(t *testing.T) {
@@ -274,12 +321,14 @@ func runMutatingParity(t *testing.T, cases []mutatingCase) {
 			native := r.playMutating(c, ns, false)
 			r.removeNative(params, policies, wait)
 
-			files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
-			uninstall := installAdmitfn(t, files, sentinelName)
-			viaAdmitfn := r.playMutating(c, ns, true)
-			uninstall()
-
-			compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o mutatedOutcome) string { return o.Message })
+			for _, pushDown := range pushDownModes(c.bundle) {
+				files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
+				uninstall := installAdmitfn(t, files, sentinelName, "--push-down="+pushDown)
+				viaAdmitfn := r.playMutating(c, ns, true)
+				uninstall()
+				t.Logf("push-down %s", pushDown)
+				compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o mutatedOutcome) string { return o.Message })
+			}
 		})
 	}
 }

@@ -200,13 +200,17 @@ func parityCases() []parityCase {
 			requests: []parityRequest{req("create", cm("c", data("a", "1"))), req("update", cm("c", data("a", "2")))}},
 		{name: "match-conditions", bundle: simple("match-conditions", cmRules+"matchConditions:\n- {name: labelled, expression: \"has(object.metadata.labels) && 'check' in object.metadata.labels\"}\n- {name: not-admin, expression: \"!('system:masters' in request.userInfo.groups) || true\"}\nvalidations: [{expression: 'false', message: conditioned}]", ""),
 			requests: []parityRequest{dry(cm("a", nil, "check", "1")), dry(cm("b", nil))}},
-		// Pushed down (render's default), the condition fails in
-		// kube-apiserver, which rejects the request itself, in its own
-		// words (docs/differences.md#push-down).
+		// Under Fail, a condition that fails is the policy's denial, 422 in
+		// its words: push-down leaves it to the function (one no guard
+		// covers) or guards it (a missing label).
 		{name: "match-condition-error-fail", bundle: simple("match-condition-error-fail", cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}]\nvalidations: [{expression: 'true'}]", ""),
-			requests: []parityRequest{dry(cm("a", data("x", "y")))},
-			diverge:  "push-down: kube-apiserver fails the condition before calling",
-			admitfn:  `configmaps "a" is forbidden: expression '` + pushedConfigMapCondition + `' resulted in error: no such key: nope`},
+			requests: []parityRequest{dry(cm("a", data("x", "y")))}},
+		{name: "match-condition-missing-data-fail", bundle: simple("match-condition-missing-data-fail", cmRules+"matchConditions: [{name: missing, expression: \"object.data.missing == 'x'\"}]\nvalidations: [{expression: 'false', message: data}]", ""),
+			requests: []parityRequest{dry(cm("nodata", nil)), dry(cm("x", data("missing", "x"))), dry(cm("y", data("missing", "y")))}},
+		{name: "match-condition-missing-label-fail", bundle: simple("match-condition-missing-label-fail", cmRules+"matchConditions: [{name: web, expression: \"object.metadata.labels['tier'] == 'web'\"}]\nvalidations: [{expression: 'false', message: web tier}]", ""),
+			requests: []parityRequest{dry(cm("nolabels", nil)), dry(cm("other", nil, "a", "b")), dry(cm("web", nil, "tier", "web")), dry(cm("db", nil, "tier", "db"))}},
+		{name: "match-condition-missing-label-warn", bundle: simple("match-condition-missing-label-warn", cmRules+"matchConditions: [{name: web, expression: \"object.metadata.labels.tier == 'web'\"}]\nvalidations: [{expression: 'false', message: web tier}]", "validationActions: [Warn, Audit]"),
+			requests: []parityRequest{dry(cm("nolabels", nil)), dry(cm("web", nil, "tier", "web")), dry(cm("db", nil, "tier", "db"))}},
 		{name: "match-condition-error-ignore", bundle: simple("match-condition-error-ignore", "failurePolicy: Ignore\n"+cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}]\nvalidations: [{expression: 'false'}]", ""),
 			requests: []parityRequest{dry(cm("a", data("x", "y")))}},
 		{name: "match-condition-false-beats-error", bundle: simple("match-condition-false-beats-error", cmRules+"matchConditions: [{name: broken, expression: \"object.data['nope'] == 'x'\"}, {name: never, expression: 'false'}]\nvalidations: [{expression: 'false'}]", ""),
@@ -452,8 +456,3 @@ spec:
 		t.Fatalf("CRD %s not served: %v", kind, err)
 	}
 }
-
-// pushedConfigMapCondition is the condition render pushes down for a
-// ConfigMap policy with the matchCondition object.data['nope'] == 'x' and a
-// parity sentinel in one group: each binding's term, ORed.
-const pushedConfigMapCondition = `((((request.operation in ["CREATE", "UPDATE", "DELETE"] && request.resource.group == "" && request.resource.version == "v1" && (request.resource.resource == "configmaps" && !has(request.subResource))) && (object.data['nope'] == 'x')) || ((request.operation in ["CREATE", "UPDATE", "DELETE"] && (request.resource.resource == "configmaps" && !has(request.subResource))) && !((request.operation in ["CREATE", "UPDATE", "DELETE"] && request.resource.group == "" && request.resource.version == "v1" && (request.resource.resource == "configmaps" && !has(request.subResource)))))) || (request.operation == "CREATE" && (request.resource.resource == "serviceaccounts" && !has(request.subResource))))`

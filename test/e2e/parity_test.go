@@ -416,15 +416,30 @@ func runParity(t *testing.T, cases []parityCase) {
 			r.removeNative(params, policies, wait)
 			r.cleanup()
 
-			files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
-			uninstall := installAdmitfn(t, files, sentinelName)
-			viaAdmitfn := r.play(c, ns, true)
-			uninstall()
-			r.cleanup()
-
-			compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o observed) string { return o.Message })
+			for _, pushDown := range pushDownModes(c.bundle) {
+				files := map[string]string{"bundle.yaml": strings.ReplaceAll(c.bundle, "$NS", ns)}
+				uninstall := installAdmitfn(t, files, sentinelName, "--push-down="+pushDown)
+				viaAdmitfn := r.play(c, ns, true)
+				uninstall()
+				r.cleanup()
+				t.Logf("push-down %s", pushDown)
+				compareOutcomes(t, c.requests, native, viaAdmitfn, c.diverge, c.admitfn, func(o observed) string { return o.Message })
+			}
 		})
 	}
+}
+
+// pushDownModes are the --push-down values a case is played with: on
+// (render's default) always, off too when push-down can change what
+// kube-apiserver does with the case's requests (the bundle has
+// matchConditions, resource names or exclusions to push).
+func pushDownModes(bundle string) []string {
+	for _, what := range []string{"matchConditions", "resourceNames", "excludeResourceRules"} {
+		if strings.Contains(bundle, what) {
+			return []string{"true", "false"}
+		}
+	}
+	return []string{"true"}
 }
 
 func (r *parityRunner) cleanup() {

@@ -102,9 +102,9 @@ func deployAdmitfnVia(t *testing.T, via front, files map[string]string, renderAr
 // that must remove the webhook before the test ends. The bundle is served
 // as admitfn push publishes it: the parity suites, its callers, hold
 // kube-apiserver's decisions against policies compiled on first use.
-func installAdmitfn(t *testing.T, files map[string]string, name string) func() {
+func installAdmitfn(t *testing.T, files map[string]string, name string, renderArgs ...string) func() {
 	t.Helper()
-	a, _, removeConfig := startAdmitfnVia(t, viaPushed, files, name, nil)
+	a, _, removeConfig := startAdmitfnVia(t, viaPushed, files, name, nil, renderArgs...)
 	return func() {
 		removeConfig()
 		a.stop()
