@@ -1,7 +1,10 @@
 package celeval
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -17,7 +20,9 @@ import (
 	"github.com/google/cel-go/parser"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 )
 
 // Guards: push-down under failurePolicy Fail must never let kube-apiserver
@@ -35,22 +40,32 @@ import (
 //     marked omitempty;
 //   - object and oldObject: null, or an object whose metadata has
 //     ObjectMeta's fields and types (kube-apiserver decodes metadata into
-//     ObjectMeta before admission, custom resources included); a CONNECT's
-//     object is its options, so every read of object on a CONNECT is
-//     guarded;
+//     ObjectMeta before admission, custom resources included); where the
+//     policy's rules name one built-in kind (GuardOptions), an object of
+//     that kind's Go type, G holding wherever the request's kind is another;
+//     a CONNECT's object is its options, so every read of object on a
+//     CONNECT is guarded;
 //   - literals, and the elements of lists and keys of maps above.
 //
 // The operations allowed are those that cannot fail on values of those
-// shapes: ==, !=, !, &&, ||, ?:, in, has(), size(), <, <=, >, >= on two
-// ints or two strings, string concatenation, startsWith, endsWith,
-// contains, matches with a literal pattern that compiles, lowerAscii,
-// upperAscii, trim, and all/exists over a list or map. A field or key that
-// may be absent, an index that may be out of range, and a null object are
-// what G tests for. Everything else (integer arithmetic, which can
-// overflow or divide by zero; other string functions, which fail on some
-// input; other fields of the object, whose shape depends on the kind;
-// authorizer, whose calls can fail) has no guard: Guard says why. The cost
-// of G || (E) is bounded separately (CheckWebhookCondition).
+// shapes: ==, != (scalars, or anything with null), !, &&, ||, ?:, in,
+// has(), size(), <, <=, >, >= on two ints or two strings, string
+// concatenation, startsWith, endsWith, contains, matches with a literal
+// pattern that compiles, lowerAscii, upperAscii, trim, authorizer checks
+// (a check's failure is its decision's error()), and all/exists over a
+// list or map. A field or key that may be absent, an index that may be out
+// of range, a null object and another kind are what G tests for.
+// Everything else (integer arithmetic, which can overflow or divide by
+// zero; other string functions, which fail on some input; fields the kind
+// does not have or that no kind is known for; lists or maps read from a
+// comprehension's variable) has no guard: Guard says why.
+//
+// Cost. kube-apiserver fails a condition past its per-call limit. Where
+// G || (E) has no bound within it on every request (a list searched or
+// iterated may hold a million entries), GuardCondition puts first in G
+// size(L) > N for each list or map L the condition reads, N the largest
+// power of two at which the rest is bounded: kube-apiserver evaluates ||
+// left to right and stops at the first true term.
 
 // shape is what a value is known to be.
 type shape struct {
@@ -96,6 +111,10 @@ var (
 // conversion and JSON give it; nil for types with no fixed shape here
 // (times, raw objects, quantities).
 func shapeOf(t reflect.Type) *shape {
+	if t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler) {
+		// Quantities, times, int-or-strings: JSON is not their Go shape.
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return shapeOf(t.Elem())
@@ -120,14 +139,18 @@ func shapeOf(t reflect.Type) *shape {
 			return &shape{kind: shapeMap, elem: e}
 		}
 	case reflect.Struct:
-		if t == reflect.TypeFor[metav1.Time]() {
-			return nil
-		}
 		s := &shape{kind: shapeStruct, fields: map[string]fieldShape{}}
 		for i := range t.NumField() {
 			f := t.Field(i)
 			tag := f.Tag.Get("json")
 			name, opts, _ := strings.Cut(tag, ",")
+			if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+				// Inline (TypeMeta): its fields are the struct's.
+				if inner := shapeOf(f.Type); inner != nil {
+					maps.Copy(s.fields, inner.fields)
+				}
+				continue
+			}
 			if name == "" || name == "-" || !f.IsExported() {
 				continue
 			}
@@ -142,6 +165,8 @@ func shapeOf(t reflect.Type) *shape {
 	return nil
 }
 
+var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+
 var (
 	requestShape = shapeOf(reflect.TypeFor[admissionv1.AdmissionRequest]())
 	// objectShape is what every object has: metadata.
@@ -150,25 +175,120 @@ var (
 	}}
 )
 
-// Guard returns G for expr (see above): "false" when expr cannot fail on
-// any request kube-apiserver sends, an expression otherwise; an error says
-// what in expr no guard can cover.
+// GuardOptions are what is known of a condition's requests beyond what
+// every request has.
+type GuardOptions struct {
+	// Kind is the one kind of object the condition's policy matches, a
+	// built-in kind; Type its Go type. With them, G holds that the
+	// request's kind is Kind wherever the condition reads object or
+	// oldObject beyond metadata, and their fields are Type's.
+	Kind schema.GroupVersionKind
+	Type reflect.Type
+}
+
+// Guarding is what push-down gives kube-apiserver for a condition.
+type Guarding struct {
+	// Expr is the condition as written when it cannot fail, G || (it)
+	// otherwise.
+	Expr string
+	// Guard is G: "false" when the condition cannot fail.
+	Guard string
+	// Cost bounds Expr's cost on every request kube-apiserver accepts.
+	Cost uint64
+}
+
+// GuardCondition guards expr (see above) and bounds the cost of the
+// result. Where expr searches or iterates a list or map of the request,
+// G also holds when one is longer than a size within which expr's cost
+// is bounded (G's parts are evaluated first, and || stops at the first
+// true one). It fails with the reason no guard covers expr, or with an
+// error IsUnbounded recognizes when no size bounds its cost, or when
+// kube-apiserver would refuse the result.
+func GuardCondition(expr string, opts GuardOptions) (Guarding, error) {
+	parts, sized, err := guardParts(expr, opts)
+	if err != nil {
+		return Guarding{}, err
+	}
+	g := Or(parts...)
+	guarded := Guarded(expr, g)
+	c, err := CheckWebhookCondition(guarded)
+	if err == nil || !IsUnbounded(err) || len(sized) == 0 {
+		return Guarding{Expr: guarded, Guard: g, Cost: c}, err
+	}
+	rest := Or(append(slices.Clone(parts), Embed(expr))...)
+	for k := maxGuardedEntries; k >= 0; k-- {
+		n := uint64(1) << k
+		var sizes []string
+		for _, l := range sized {
+			sizes = append(sizes, "size("+l+") > "+strconv.FormatUint(n, 10))
+		}
+		sc, err := CheckWebhookCondition(Or(sizes...))
+		if err != nil {
+			return Guarding{}, err
+		}
+		rc, err := webhookBound(rest, n)
+		switch {
+		case IsUnbounded(err):
+			continue
+		case err != nil:
+			return Guarding{}, err
+		case sc+rc > celconfig.PerCallLimit:
+			continue
+		}
+		g := Or(append(sizes, parts...)...)
+		guarded := Or(append(sizes, rest)...)
+		if _, err := webhookBound(guarded, n); err != nil && !IsUnbounded(err) {
+			return Guarding{}, err
+		}
+		return Guarding{Expr: guarded, Guard: g, Cost: sc + rc}, nil
+	}
+	return Guarding{}, ErrUnbounded
+}
+
+// maxGuardedEntries: the longest list a size guard lets through is 2^20
+// entries (cost classes go no further).
+const maxGuardedEntries = 20
+
+// Guard returns G for expr (see above), without size guards: "false"
+// when expr cannot fail on any request kube-apiserver sends, an
+// expression otherwise; an error says what in expr no guard can cover.
 func Guard(expr string) (string, error) {
-	celEnv, err := guardEnv()
+	parts, _, err := guardParts(expr, GuardOptions{})
 	if err != nil {
 		return "", err
+	}
+	return Or(parts...), nil
+}
+
+// guardParts are G's parts and the lists and maps whose size bounds
+// expr's cost.
+func guardParts(expr string, opts GuardOptions) (guard, []string, error) {
+	celEnv, err := guardEnv()
+	if err != nil {
+		return nil, nil, err
 	}
 	parsed, issues := celEnv.Parse(expr)
 	if issues != nil && issues.Err() != nil {
-		return "", issues.Err()
+		return nil, nil, issues.Err()
 	}
 	a := parsed.NativeRep()
-	g := &guarder{info: a.SourceInfo(), scope: map[string]*shape{}}
-	_, guard, err := g.expr(a.Expr())
-	if err != nil {
-		return "", err
+	g := &guarder{info: a.SourceInfo(), scope: map[string]*shape{}, object: objectShape}
+	if opts.Type != nil {
+		if s := shapeOf(opts.Type); s != nil && s.kind == shapeStruct {
+			s.fields["metadata"] = objectShape.fields["metadata"]
+			g.object, g.kindName = s, opts.Kind.Kind
+			g.kind = Not(And(`request.kind.group == `+strconv.Quote(opts.Kind.Group), `request.kind.version == `+strconv.Quote(opts.Kind.Version),
+				`request.kind.kind == `+strconv.Quote(opts.Kind.Kind)))
+		}
 	}
-	return Or(guard...), nil
+	_, gd, err := g.expr(a.Expr())
+	if err != nil {
+		return nil, nil, err
+	}
+	if g.kindRead {
+		gd = gd.or(g.kind)
+	}
+	return gd, g.sized, nil
 }
 
 // guard is a disjunction: true when one of its parts is; nil is false.
@@ -227,11 +347,28 @@ var guardEnv = sync.OnceValues(func() (*cel.Env, error) {
 type guarder struct {
 	info  *ast.SourceInfo
 	scope map[string]*shape // comprehension variables
+	// object is the shape of object and oldObject; kind, when their kind
+	// is known, is the guard part that holds when the request's is not,
+	// and kindRead says a field beyond metadata was read.
+	object   *shape
+	kind     string
+	kindName string
+	kindRead bool
+	// sized are the lists and maps read outside comprehensions, whose
+	// sizes bound the cost.
+	sized []string
 }
 
 type unguardable struct{ what string }
 
 func (u unguardable) Error() string { return u.what }
+
+// IsUnguardable reports whether err is GuardCondition's or Guard's "no
+// guard covers it"; its text is what the condition does ("reads …").
+func IsUnguardable(err error) bool {
+	var u unguardable
+	return errors.As(err, &u)
+}
 
 func (g *guarder) text(e ast.Expr) string {
 	s, err := parser.Unparse(e, g.info)
@@ -273,7 +410,7 @@ func (g *guarder) expr(e ast.Expr) (*shape, guard, error) {
 		case plugincel.ObjectVarName, plugincel.OldObjectVarName:
 			// null on a create (oldObject) or delete (object); a CONNECT's
 			// object is its options, which have no metadata.
-			return objectShape, guard{name + " == null", `request.operation == "CONNECT"`}, nil
+			return g.object, guard{name + " == null", `request.operation == "CONNECT"`}, nil
 		case plugincel.AuthorizerVarName, plugincel.RequestResourceAuthorizerVarName:
 			return &shape{kind: shapeAuthz}, nil, nil
 		}
@@ -318,22 +455,29 @@ func (g *guarder) selectExpr(e ast.Expr) (*shape, guard, error) {
 		f, ok := s.fields[field]
 		if !ok {
 			if sel.Operand().Kind() == ast.IdentKind && (operand == plugincel.ObjectVarName || operand == plugincel.OldObjectVarName) {
-				return nil, nil, unguardable{"reads " + operand + "." + field + ", whose shape depends on the kind"}
+				if g.kindName != "" {
+					return nil, nil, unguardable{"reads " + operand + "." + field + ", a field " + g.kindName + " does not have"}
+				}
+				return nil, nil, unguardable{"reads " + operand + "." + field + ", whose shape depends on the kind (the policy's rules name no one built-in kind)"}
 			}
 			return nil, nil, unguardable{"reads " + operand + "." + field + ", which is not a field kube-apiserver sets"}
+		}
+		objectRoot := operand == plugincel.ObjectVarName || operand == plugincel.OldObjectVarName
+		if objectRoot && field != "metadata" && g.kind != "" {
+			g.kindRead = true
 		}
 		if sel.IsTestOnly() {
 			return boolShape, gd, nil
 		}
-		if f.optional || operand == plugincel.ObjectVarName || operand == plugincel.OldObjectVarName {
+		if f.optional || objectRoot {
 			gd = gd.or("!has(" + operand + "." + field + ")")
 		}
-		return f.shape, gd, nil
+		return f.shape, gd, g.read(e, f.shape)
 	case shapeMap:
 		if sel.IsTestOnly() {
 			return boolShape, gd, nil
 		}
-		return s.elem, gd.or("!has(" + operand + "." + field + ")"), nil
+		return s.elem, gd.or("!has(" + operand + "." + field + ")"), g.read(e, s.elem)
 	}
 	return nil, nil, unguardable{"selects ." + field + " of a value that has no fields"}
 }
@@ -447,7 +591,7 @@ func (g *guarder) call(e ast.Expr) (*shape, guard, error) {
 		}
 		return nil, nil, unguardable{"tests " + g.text(e) + ", which fails on values of other types"}
 	case fn == operators.Index:
-		return g.index(args, shapes, gd)
+		return g.index(e, args, shapes, gd)
 	case fn == "size" && len(args) == 1:
 		switch shapes[0].kind {
 		case shapeString, shapeList, shapeMap, shapeBytes:
@@ -525,17 +669,51 @@ func (g *guarder) boolOperand(e ast.Expr) (*shape, guard, error) {
 	return s, guard, nil
 }
 
-func (g *guarder) index(args []ast.Expr, shapes []*shape, gd guard) (*shape, guard, error) {
+func (g *guarder) index(e ast.Expr, args []ast.Expr, shapes []*shape, gd guard) (*shape, guard, error) {
 	coll, key := g.text(args[0]), g.text(args[1])
 	switch {
 	case shapes[0].kind == shapeMap && shapes[1].kind == shapeString:
 		// An optional index costs what a lookup does; in may cost the
 		// map's size.
-		return shapes[0].elem, gd.or("!" + coll + "[?" + key + "].hasValue()"), nil
+		return shapes[0].elem, gd.or("!" + coll + "[?" + key + "].hasValue()"), g.read(e, shapes[0].elem)
 	case shapes[0].kind == shapeList && shapes[1].kind == shapeInt:
-		return shapes[0].elem, gd.or(Embed(key)+" < 0", Embed(key)+" >= size("+coll+")"), nil
+		return shapes[0].elem, gd.or(Embed(key)+" < 0", Embed(key)+" >= size("+coll+")"), g.read(e, shapes[0].elem)
 	}
 	return nil, nil, unguardable{"indexes " + coll + "[" + key + "], which fails on values of other types"}
+}
+
+// read notes that e, of shape s, is read: a list or map read outside a
+// comprehension is sized; one read from a comprehension's variable has a
+// size no guard bounds.
+func (g *guarder) read(e ast.Expr, s *shape) error {
+	if s.kind != shapeList && s.kind != shapeMap {
+		return nil
+	}
+	root := e
+walk:
+	for {
+		switch root.Kind() {
+		case ast.SelectKind:
+			root = root.AsSelect().Operand()
+		case ast.CallKind:
+			c := root.AsCall()
+			if c.FunctionName() != operators.Index {
+				break walk
+			}
+			root = c.Args()[0]
+		default:
+			break walk
+		}
+	}
+	if root.Kind() == ast.IdentKind {
+		if _, local := g.scope[root.AsIdent()]; local {
+			return unguardable{"reads " + g.text(e) + " in a comprehension, a list or map whose size no guard bounds"}
+		}
+	}
+	if t := g.text(e); !slices.Contains(g.sized, t) {
+		g.sized = append(g.sized, t)
+	}
+	return nil
 }
 
 // comprehension handles all and exists; other macros build values whose

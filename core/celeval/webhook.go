@@ -41,9 +41,25 @@ const maxRequestBytes = 3 << 20
 // (celconfig.PerCallLimit) holds: such a condition could fail on a large
 // request where the policy it came from would not.
 func CheckWebhookCondition(expr string) (bound uint64, err error) {
+	return webhookBound(expr, maxRequestBytes)
+}
+
+// CompileWebhookCondition compiles expr as kube-apiserver validates a
+// webhook's matchCondition.
+func CompileWebhookCondition(expr string) error {
 	result := webhookCompiler.CompileCELExpression(&matchconditions.MatchCondition{Expression: expr}, webhookConditionOpts, environment.NewExpressions)
 	if result.Error != nil {
-		return 0, result.Error
+		return result.Error
+	}
+	return nil
+}
+
+// webhookBound compiles expr as CheckWebhookCondition does and bounds its
+// cost on requests whose lists and maps hold at most entries entries (and
+// whose strings are up to the largest request's).
+func webhookBound(expr string, entries uint64) (uint64, error) {
+	if err := CompileWebhookCondition(expr); err != nil {
+		return 0, err
 	}
 	celEnv, err := webhookEnv()
 	if err != nil {
@@ -58,10 +74,9 @@ func CheckWebhookCondition(expr string) (bound uint64, err error) {
 		return 0, err
 	}
 	p := &boundedProgram{Program: planned(prog), env: celEnv, expr: expr, linearFrom: -1}
-	k := cost.ClassOf(maxRequestBytes, maxRequestBytes)
-	b := p.bound(k, nil, nil)
+	b := p.bound(cost.ClassOf(entries, maxRequestBytes), nil, nil)
 	if b.Cost > celconfig.PerCallLimit {
-		return 0, errUnbounded
+		return 0, ErrUnbounded
 	}
 	return b.Cost, nil
 }
@@ -85,10 +100,11 @@ var (
 	})
 )
 
-var errUnbounded = fmt.Errorf("no cost bound within kube-apiserver's per-call limit (%d) on every request", celconfig.PerCallLimit)
+// ErrUnbounded: no cost bound within kube-apiserver's per-call limit.
+var ErrUnbounded = fmt.Errorf("no cost bound within kube-apiserver's per-call limit (%d) on every request", celconfig.PerCallLimit)
 
-// IsUnbounded reports whether err is CheckWebhookCondition's "no bound".
-func IsUnbounded(err error) bool { return errors.Is(err, errUnbounded) }
+// IsUnbounded reports whether err is ErrUnbounded.
+func IsUnbounded(err error) bool { return errors.Is(err, ErrUnbounded) }
 
 // Reads is what an expression reads of a review.
 type Reads struct {

@@ -3,6 +3,8 @@ package celeval
 import (
 	"fmt"
 	"testing"
+
+	"github.com/google/cel-go/cel"
 )
 
 func TestExpressionReads(t *testing.T) {
@@ -62,6 +64,45 @@ func TestCheckWebhookCondition(t *testing.T) {
 			}
 		case err != nil || cost != tc.cost:
 			t.Errorf("%s: %d, %v; want %d", tc.expr, cost, err, tc.cost)
+		}
+	}
+}
+
+// What `in` costs at runtime, over a list or a map, is within its bound at
+// the size of the list or map.
+func TestInBoundHoldsAtRuntime(t *testing.T) {
+	celEnv, err := webhookEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 100, 4096} {
+		groups := make([]any, n)
+		labels := map[string]any{}
+		for i := range groups {
+			groups[i] = fmt.Sprintf("g%d", i)
+			labels[fmt.Sprintf("k%d", i)] = "v"
+		}
+		vars := map[string]any{
+			"request": map[string]any{"userInfo": map[string]any{"groups": groups}},
+			"object":  map[string]any{"metadata": map[string]any{"labels": labels}},
+		}
+		for _, expr := range []string{`"absent" in request.userInfo.groups`, `"absent" in object.metadata.labels`} {
+			checked, issues := celEnv.Compile(expr)
+			if issues.Err() != nil {
+				t.Fatal(issues.Err())
+			}
+			prog, err := celEnv.Program(checked, cel.EvalOptions(cel.OptTrackCost))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, det, err := prog.Eval(vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound, err := webhookBound(expr, uint64(n))
+			if err != nil || *det.ActualCost() > bound {
+				t.Errorf("%s over %d entries: cost %d, bound %d (%v)", expr, n, *det.ActualCost(), bound, err)
+			}
 		}
 	}
 }

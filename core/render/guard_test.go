@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 
@@ -47,12 +50,22 @@ var conditionCompiler = plugincel.NewConditionCompiler(environment.MustBaseEnvSe
 // (a built-in kind as its Go type, a custom resource unstructured).
 func evaluate(t *testing.T, expr string, op admission.Operation, obj, old runtime.Object, sub string, groups []string) outcome {
 	t.Helper()
+	return evaluateAs(t, expr, input{op: op, obj: obj, old: old, sub: sub, groups: groups})
+}
+
+// evaluateAs is evaluate for in, of in.kind (a ConfigMap when unset).
+func evaluateAs(t *testing.T, expr string, in input) outcome {
+	t.Helper()
+	op, obj, old, sub, groups := in.op, in.obj, in.old, in.sub, in.groups
 	fp := admissionregistrationv1.Fail
 	hook := webhook.NewValidatingWebhookAccessor("w", "c", &admissionregistrationv1.ValidatingWebhook{
 		Name: "w.admitfn.io", FailurePolicy: &fp, MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "c", Expression: expr}},
 	})
-	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	attr := admission.NewAttributesRecord(obj, old, gvk, "team-a", "app", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, sub, op, nil, false,
+	gvk, resource := in.kind, in.resource
+	if gvk.Kind == "" {
+		gvk, resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "configmaps"
+	}
+	attr := admission.NewAttributesRecord(obj, old, gvk, "team-a", "app", gvk.GroupVersion().WithResource(resource), sub, op, nil, false,
 		&user.DefaultInfo{Name: "alice", Groups: groups})
 	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: gvk, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old)}
 	res := hook.GetCompiledMatcher(conditionCompiler).Match(context.Background(), va, nil, nil)
@@ -73,6 +86,8 @@ type input struct {
 	obj, old runtime.Object
 	sub      string
 	groups   []string
+	kind     schema.GroupVersionKind
+	resource string
 }
 
 func inputs(t *testing.T) []input {
@@ -98,12 +113,12 @@ func inputs(t *testing.T) []input {
 		}{{"typed", o}, {"unstructured", u}} {
 			n := name + " " + form.name
 			out = append(out,
-				input{"create " + n, admission.Create, form.obj, nil, "", []string{"system:authenticated"}},
-				input{"update " + n, admission.Update, form.obj, form.obj, "", nil},
-				input{"delete " + n, admission.Delete, nil, form.obj, "", []string{"system:masters"}})
+				input{name: "create " + n, op: admission.Create, obj: form.obj, groups: []string{"system:authenticated"}},
+				input{name: "update " + n, op: admission.Update, obj: form.obj, old: form.obj},
+				input{name: "delete " + n, op: admission.Delete, old: form.obj, groups: []string{"system:masters"}})
 		}
 	}
-	return append(out, input{"connect", admission.Connect, &corev1.PodExecOptions{Command: []string{"sh"}}, nil, "exec", nil})
+	return append(out, input{name: "connect", op: admission.Connect, obj: &corev1.PodExecOptions{Command: []string{"sh"}}, sub: "exec"})
 }
 
 // Every guard Guard gives covers every way its condition fails: G || (c)
@@ -196,8 +211,10 @@ func TestPushDownErrorSources(t *testing.T) {
 			true, "", "no such key: labels"},
 		{"missing key", "object.metadata.labels['tier'] == 'web'", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"a": "b"}}},
 			true, "", "no such key: tier"},
-		{"field of a kind", "object.data.missing == 'x'", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
-			false, "reads object.data, whose shape depends on the kind", "no such key: data"},
+		{"field of the kind", "object.data.missing == 'x'", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
+			true, "", "no such key: data"},
+		{"field the kind lacks", "object.spec.replicas > 1", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
+			false, "reads object.spec, a field ConfigMap does not have", "no such key: spec"},
 		{"wrong type", "object.metadata.name > 5", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
 			false, "compares object.metadata.name > 5, which fails on values of other types", "no such overload"},
 		{"overflow", "size(object.metadata.name) * 9223372036854775807 > 0", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
@@ -304,4 +321,83 @@ func reviewConfigMap(t *testing.T, e *engine.Engine, g *policy.Group, cm *corev1
 		t.Fatal(err)
 	}
 	return res.Response
+}
+
+// A guard for a kind the policy's rules name reads its fields as that
+// kind's Go type says, and holds wherever the request carries another
+// kind; a size guard holds wherever a list is longer than the condition's
+// cost allows, so kube-apiserver never fails it on its cost.
+func TestKindAndSizeGuardsNeverFail(t *testing.T) {
+	podKind := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	opts := celeval.GuardOptions{Kind: podKind, Type: reflect.TypeFor[corev1.Pod]()}
+	withSidecar := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "mesh-proxy", Image: "proxy"}}, Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app"}}}}
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}
+	many := make([]string, 1_100_000)
+	for i := range many {
+		many[i] = "g"
+	}
+	var ins []input
+	for _, p := range []*corev1.Pod{withSidecar, plain} {
+		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: raw}
+		u.SetAPIVersion("v1")
+		u.SetKind("Pod")
+		for _, obj := range []runtime.Object{p, u} {
+			ins = append(ins,
+				input{name: fmt.Sprintf("create %T %s", obj, p.Spec.Containers[0].Image), op: admission.Create, obj: obj, kind: podKind, resource: "pods", groups: []string{"system:nodes"}},
+				input{name: fmt.Sprintf("delete %T", obj), op: admission.Delete, old: obj, kind: podKind, resource: "pods"})
+		}
+	}
+	ins = append(ins,
+		input{name: "a ConfigMap", op: admission.Create, obj: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}},
+		input{name: "a Scale", op: admission.Update, obj: &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, old: &autoscalingv1.Scale{},
+			sub: "scale", kind: schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, resource: "pods"},
+		input{name: "pod exec", op: admission.Connect, obj: &corev1.PodExecOptions{Command: []string{"sh"}}, sub: "exec", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"}, resource: "pods"},
+		input{name: "1,100,000 groups", op: admission.Create, obj: plain, kind: podKind, resource: "pods", groups: many})
+	for _, tc := range []struct {
+		expr  string
+		sized bool
+	}{
+		{`!has(object.spec.initContainers) || !object.spec.initContainers.exists(ic, ic.name == "mesh-proxy")`, true},
+		{`object.spec.containers.all(c, c.image.startsWith("registry.example.com/"))`, true},
+		{`object.spec.containers[0].name == "app" && object.spec.restartPolicy != "Never"`, false},
+		{`!("system:nodes" in request.userInfo.groups)`, true},
+		{`request.userInfo.groups.exists(g, g == "system:masters")`, true},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			gd, err := celeval.GuardCondition(tc.expr, opts)
+			if err != nil {
+				t.Fatalf("no guard: %v", err)
+			}
+			if sized := strings.HasPrefix(gd.Guard, "(size("); sized != tc.sized {
+				t.Errorf("guard %s: size guard %v, want %v", gd.Guard, sized, tc.sized)
+			}
+			if gd.Cost > celconfig.PerCallLimit {
+				t.Errorf("cost bound %d past the per-call limit", gd.Cost)
+			}
+			failed := false
+			for _, in := range ins {
+				if len(in.groups) > 1 && !strings.Contains(tc.expr, " in request.userInfo.groups") {
+					continue // iterated, a million groups take kube-apiserver's matcher tens of seconds
+				}
+				orig := evaluateAs(t, tc.expr, in)
+				got := evaluateAs(t, gd.Expr, in)
+				failed = failed || orig == fails
+				want := orig
+				if orig == fails {
+					want = isTrue
+				}
+				if got != want {
+					t.Errorf("%s: %s gives %s, want %s (the condition gives %s)", in.name, gd.Expr, got, want, orig)
+				}
+			}
+			if !failed {
+				t.Errorf("the condition fails on none of the inputs: the test proves nothing of %s", gd.Guard)
+			}
+		})
+	}
 }

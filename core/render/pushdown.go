@@ -2,13 +2,19 @@ package render
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/admitfn/admitfn/core/celeval"
 	"github.com/admitfn/admitfn/core/policy"
@@ -102,6 +108,8 @@ type binding struct {
 	// conditions).
 	takesParams bool
 	denies      bool
+	// object is what is known of the kind of object its requests carry.
+	object celeval.GuardOptions
 }
 
 // bindingsOf returns the group's bindings with their policies.
@@ -116,6 +124,7 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
 			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil,
 			denies: slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny),
+			object: objectOf(p.Spec.MatchConstraints, b.Spec.MatchResources),
 		})
 	}
 	for _, b := range g.MutatingBindings {
@@ -126,6 +135,7 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 		out = append(out, binding{
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
 			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil, denies: true,
+			object: objectOf(p.Spec.MatchConstraints, b.Spec.MatchResources),
 		})
 	}
 	return out
@@ -173,15 +183,20 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 				continue
 			}
 			expr, g1 := c.Expression, "false"
-			if denyOnError {
-				var err error
-				if g1, err = celeval.Guard(c.Expression); err != nil {
-					br.Kept = append(br.Kept, Kept{what, "under failurePolicy Fail it could fail to evaluate, which kube-apiserver would answer in its own words: it " + err.Error()})
-					continue
-				}
-				expr = celeval.Guarded(c.Expression, g1)
-			}
 			why, reads, cost := pushable1(expr, clusterAccess)
+			if why == "" && denyOnError {
+				gd, err := celeval.GuardCondition(c.Expression, b.object)
+				switch {
+				case celeval.IsUnbounded(err):
+					cost = unboundedCost
+				case celeval.IsUnguardable(err):
+					why = "under failurePolicy Fail it could fail to evaluate, which kube-apiserver would answer in its own words: it " + err.Error()
+				case err != nil:
+					why = "kube-apiserver would refuse it guarded: " + err.Error()
+				default:
+					expr, g1, cost = gd.Expr, gd.Guard, gd.Cost
+				}
+			}
 			if why == "" && verbatim && reads.RequestResource && !everyGroupVersion(g.Rules) {
 				why = "reads request.resource, which a webhook's conditions see as requested and the policy as its rules matched it (an equivalent resource)"
 			}
@@ -225,7 +240,7 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 			fill(&rep)
 			return rep
 		}
-		_, err := celeval.CheckWebhookCondition(expr)
+		err := checkCombined(g, bindings, cands, expr)
 		if err == nil {
 			rep.Conditions = []admissionregistrationv1.MatchCondition{{Name: PushDownName, Expression: expr}}
 			for i := range rep.Bindings {
@@ -257,6 +272,93 @@ func PushDown(g *policy.Group, set *policy.Set, webhookName string, clusterAcces
 }
 
 const unboundedCost = ^uint64(0)
+
+// costPlaceholder stands for a condition in the skeleton checkCombined
+// bounds: it cannot fold away, and costs next to nothing.
+const costPlaceholder = `request.operation != ""`
+
+// checkCombined checks the group's combined condition expr as kube-apiserver
+// would, and bounds its cost by the rule checks' (the condition with each
+// policy condition a placeholder) plus each condition's own bound: a
+// guarded condition's bound holds only evaluated left to right, as
+// kube-apiserver does, which a bound of the whole would not know.
+func checkCombined(g *policy.Group, bindings []binding, cands []candidate, expr string) error {
+	if err := celeval.CompileWebhookCondition(expr); err != nil {
+		return err
+	}
+	skeleton := make([]candidate, len(cands))
+	total := uint64(0)
+	for i, c := range cands {
+		skeleton[i] = c
+		skeleton[i].conds = nil
+		for _, mc := range c.conds {
+			skeleton[i].conds = append(skeleton[i].conds, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: costPlaceholder})
+		}
+		total += c.cost
+	}
+	skel, _ := condition(g, bindings, skeleton)
+	rules, err := celeval.CheckWebhookCondition(skel)
+	if err != nil {
+		return err
+	}
+	if rules+total > celconfig.PerCallLimit {
+		return celeval.ErrUnbounded
+	}
+	return nil
+}
+
+// objectOf is the kind of object a binding's requests carry, when its
+// rules (the binding's, else its policy's) name resources of exactly one
+// built-in kind and no subresource or wildcard.
+func objectOf(policyRules, bindRules *admissionregistrationv1.MatchResources) celeval.GuardOptions {
+	rules := policyRules
+	if bindRules != nil && len(bindRules.ResourceRules) > 0 {
+		rules = bindRules
+	}
+	if rules == nil {
+		return celeval.GuardOptions{}
+	}
+	var found celeval.GuardOptions
+	for _, r := range rules.ResourceRules {
+		for _, group := range r.APIGroups {
+			for _, version := range r.APIVersions {
+				for _, res := range r.Resources {
+					kind, t, ok := builtinKind(schema.GroupVersionResource{Group: group, Version: version, Resource: res})
+					if !ok || (found.Type != nil && found.Kind != kind) {
+						return celeval.GuardOptions{}
+					}
+					found = celeval.GuardOptions{Kind: kind, Type: t}
+				}
+			}
+		}
+	}
+	return found
+}
+
+// builtinKinds are client-go's kinds by the resource that serves them.
+var builtinKinds = sync.OnceValue(func() map[schema.GroupVersionResource]schema.GroupVersionKind {
+	out := map[schema.GroupVersionResource]schema.GroupVersionKind{}
+	for gvk := range clientscheme.Scheme.AllKnownTypes() {
+		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") {
+			continue
+		}
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		out[plural] = gvk
+	}
+	return out
+})
+
+func builtinKind(gvr schema.GroupVersionResource) (schema.GroupVersionKind, reflect.Type, bool) {
+	if strings.ContainsAny(gvr.Group+gvr.Version+gvr.Resource, "*/") {
+		return schema.GroupVersionKind{}, nil, false
+	}
+	gvk, ok := builtinKinds()[gvr]
+	if !ok {
+		return schema.GroupVersionKind{}, nil, false
+	}
+	t, ok := clientscheme.Scheme.AllKnownTypes()[gvk]
+	return gvk, t, ok
+}
 
 // withinBudget drops the costliest of a group of one binding's conditions
 // until together they fit the budget kube-apiserver gives a webhook's

@@ -28,6 +28,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 
@@ -256,6 +257,11 @@ func (e *sizeEstimator) EstimateCallCost(function, overloadID string, target *ch
 			return e.extent(all[i])
 		}
 		return noExtent
+	}
+	if function == operators.In {
+		// The runtime charges a list's length (cel-go), a map's lookup 1;
+		// the checker, given a dyn, cannot tell which and prices neither.
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 0, Max: max(arg(1).listLen, 1)}}
 	}
 	cost, ok := callCost(function, overloadID, arg)
 	if !ok {
