@@ -30,6 +30,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 
+	"github.com/admitfn/admitfn/core/cluster"
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/validate"
@@ -40,6 +41,7 @@ type applyOptions struct {
 	policies         []string
 	files, oldFiles  []string
 	namespaceLabels  []string
+	namespaceAnnots  []string
 	namespace        string
 	user             string
 	groups           []string
@@ -47,7 +49,8 @@ type applyOptions struct {
 	audit, showPatch bool
 	sent             webhookNamespaces
 	// strict fails the run when a namespaceSelector was matched without
-	// the namespace's labels (unlabelledWarnings).
+	// the namespace's labels (unlabelledWarnings), or a binding reads of
+	// the cluster what apply -f does not have (clusterWarnings).
 	strict bool
 }
 
@@ -130,11 +133,12 @@ docs/audit.md lists the RBAC it needs.`,
 	cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	f.StringArrayVar(&o.oldFiles, "old-filename", nil, "previous versions of the resources: each resource found here by kind, namespace and name is reviewed as an UPDATE from it (repeatable)")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-labels", nil, "labels of a namespace the input does not define, NS=KEY=VALUE[,KEY=VALUE...] (repeatable)")
+	f.StringArrayVar(&o.namespaceAnnots, "namespace-annotations", nil, "annotations of a namespace the input does not define, NS=KEY=VALUE[,KEY=VALUE...] (repeatable): namespaceObject reads them")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "the namespace of namespaced resources that name none")
 	f.StringVar(&o.user, "as", "admitfn-apply", "the username the requests are made as (request.userInfo.username)")
 	f.StringArrayVar(&o.groups, "as-group", []string{"system:authenticated"}, "a group the requests are made as (repeatable)")
 	f.BoolVar(&o.audit, "audit", false, "exit 0 even when resources are denied")
-	f.BoolVar(&o.strict, "strict", false, "fail when a binding's namespaceSelector had to be matched without the labels of a namespace (no Namespace object in the input, no --namespace-labels)")
+	f.BoolVar(&o.strict, "strict", false, "fail when a binding's namespaceSelector had to be matched without the labels of a namespace (no Namespace object in the input, no --namespace-labels), or a binding reads what apply -f cannot give it: a namespace the input does not define, the authorizer, params the bundle does not carry")
 	f.BoolVar(&o.showPatch, "show-patch", false, "print the JSON Patch the mutating policies make of each resource")
 	o.sent.flags(f)
 	f.BoolVar(&co.enabled, "cluster", false, "review what a cluster holds instead of files: every object the bundle can match, as an UPDATE of itself (read-only)")
@@ -270,17 +274,32 @@ func (c *cli) applyFiles(o applyOptions) ([]resourceResult, error) {
 	if len(items) == 0 {
 		return nil, fmt.Errorf("no resources in %s", strings.Join(o.files, ", "))
 	}
-	if warnings := unlabelledWarnings(set, eng.Groups(), items, declared, o); len(warnings) > 0 {
+	annotations, err := parseNamespaceMap("--namespace-annotations", o.namespaceAnnots)
+	if err != nil {
+		return nil, err
+	}
+	input, err := namespacesOf(items, declared, annotations)
+	if err != nil {
+		return nil, err
+	}
+	warnings := unlabelledWarnings(set, eng.Groups(), items, declared, o)
+	if len(warnings) > 0 && o.strict {
 		for _, w := range warnings {
 			fmt.Fprintf(c.err, "warning: %s\n", w)
 		}
-		if o.strict {
-			return nil, fmt.Errorf("--strict: %d binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels", len(warnings))
-		}
+		return nil, fmt.Errorf("--strict: %d binding(s) matched without namespace labels: give them with Namespace objects or --namespace-labels", len(warnings))
 	}
+	warnings = append(warnings, clusterWarnings(set, items, input, o)...)
+	for _, w := range warnings {
+		fmt.Fprintf(c.err, "warning: %s\n", w)
+	}
+	if o.strict && len(warnings) > 0 {
+		return nil, fmt.Errorf("--strict: %d binding(s) read what apply -f does not have", len(warnings))
+	}
+	ctx := cluster.NewContext(context.Background(), input)
 	return c.reviewAll(items, func(m manifest) resourceResult {
 		defaultNamespace(m.obj, o.namespace)
-		return reviewManifest(context.Background(), eng, set, m, olds[identity(m.obj)], declared, o)
+		return reviewManifest(ctx, eng, set, m, olds[identity(m.obj)], declared, o)
 	}), nil
 }
 
@@ -462,13 +481,18 @@ func (c *cli) readManifestFile(file string, declared map[string]map[string]strin
 	return items, nil
 }
 
-// parseNamespaceLabels reads NS=KEY=VALUE[,KEY=VALUE...] flags.
+// parseNamespaceLabels reads --namespace-labels.
 func parseNamespaceLabels(flags []string) (map[string]map[string]string, error) {
+	return parseNamespaceMap("--namespace-labels", flags)
+}
+
+// parseNamespaceMap reads NS=KEY=VALUE[,KEY=VALUE...] flags.
+func parseNamespaceMap(flag string, flags []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	for _, f := range flags {
 		ns, rest, ok := strings.Cut(f, "=")
 		if !ok || ns == "" {
-			return nil, usagef("--namespace-labels %q: want NS=KEY=VALUE[,KEY=VALUE...]", f)
+			return nil, usagef("%s %q: want NS=KEY=VALUE[,KEY=VALUE...]", flag, f)
 		}
 		if out[ns] == nil {
 			out[ns] = map[string]string{}
@@ -476,7 +500,7 @@ func parseNamespaceLabels(flags []string) (map[string]map[string]string, error) 
 		for _, kv := range strings.Split(rest, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return nil, usagef("--namespace-labels %q: want NS=KEY=VALUE[,KEY=VALUE...]", f)
+				return nil, usagef("%s %q: want NS=KEY=VALUE[,KEY=VALUE...]", flag, f)
 			}
 			out[ns][k] = v
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/admitfn/admitfn/core/lint"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/render"
 	"github.com/admitfn/admitfn/functions/bundle"
@@ -22,7 +23,7 @@ func (c *cli) renderCmd() *cobra.Command {
 	var (
 		policies, url, caFile, name, output, clusterName string
 		timeout                                          int
-		pushDown, quiet                                  bool
+		pushDown, quiet, strict                          bool
 		sent                                             webhookNamespaces
 	)
 	cmd := &cobra.Command{
@@ -43,7 +44,13 @@ they read, and what the bindings' match resources say that rules and
 selectors cannot (resourceNames, excludeResourceRules, each binding's
 operations, resources and scope). What was pushed for each webhook, and what
 was not and why, goes to standard error (--quiet: not). --push-down=false
-renders no condition (docs/cluster.md, "Fewer calls").`,
+renders no condition (docs/cluster.md, "Fewer calls").
+
+Without --cluster the webhooks call the function on URLs that name no
+cluster, which it answers without cluster access: a binding that reads
+namespaceObject beyond its name, asks the authorizer or takes params the
+bundle does not carry is decided without them (docs/differences.md).
+render names such bindings on standard error; --strict fails instead.`,
 		Example: `  admitfn render -p policies/ --url https://fn.example.com/TOKEN | kubectl apply -f -
   admitfn render -p policies/ --url https://fn.example.com/TOKEN --cluster prod-eu | kubectl apply -f -
   admitfn render -p policies/ --url https://10.0.0.5:8443 --ca-bundle ca.pem -o json`,
@@ -53,7 +60,7 @@ renders no condition (docs/cluster.md, "Fewer calls").`,
 				return err
 			}
 			return c.render(policies, output, render.Options{Name: name, URL: url, Cluster: clusterName, TimeoutSeconds: int32(timeout),
-				IncludeKubeSystem: sent.includeKubeSystem, ExcludeNamespaces: sent.exclude, PushDown: pushDown}, caFile, quiet)
+				IncludeKubeSystem: sent.includeKubeSystem, ExcludeNamespaces: sent.exclude, PushDown: pushDown}, caFile, quiet, strict)
 		},
 	}
 	policiesFlag(cmd, &policies)
@@ -67,6 +74,7 @@ renders no condition (docs/cluster.md, "Fewer calls").`,
 	f.StringArrayVar(&sent.exclude, "exclude-namespace", nil, "do not send this namespace's requests to the function either: its own, when it runs in the cluster it guards (repeatable)")
 	f.BoolVar(&pushDown, "push-down", true, "add matchConditions that skip calls no binding could act on")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not print the push-down report on standard error")
+	f.BoolVar(&strict, "strict", false, "without --cluster, fail when a binding reads the cluster (namespaceObject, authorizer, params the bundle does not carry)")
 	outputFlag(cmd, &output, "yaml", "json")
 	return cmd
 }
@@ -100,7 +108,7 @@ func (w webhookNamespaces) skips(ns string) bool {
 	return ns != "" && slices.Contains(render.Options{IncludeKubeSystem: w.includeKubeSystem, ExcludeNamespaces: w.exclude}.Excluded(), ns)
 }
 
-func (c *cli) render(policies, output string, opts render.Options, caFile string, quiet bool) error {
+func (c *cli) render(policies, output string, opts render.Options, caFile string, quiet, strict bool) error {
 	if opts.URL == "" {
 		return usagef("--url is required: the function's base URL, https://HOST[:PORT][/prefix]")
 	}
@@ -124,6 +132,11 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 		return err
 	}
 	opts.Policies = eng.Policies()
+	if opts.Cluster == "" {
+		if err := c.warnClusterReads(opts.Policies, strict, "rendered without --cluster, the function decides it without cluster access (docs/differences.md)"); err != nil {
+			return err
+		}
+	}
 	items, reports, err := renderItems(eng.Groups(), opts)
 	if err != nil {
 		return err
@@ -156,6 +169,20 @@ func (c *cli) render(policies, output string, opts render.Options, caFile string
 	}
 	_, err = c.out.Write(out)
 	return err
+}
+
+// warnClusterReads names on standard error each binding of set that reads
+// the cluster, with what that means here (consequence); strict makes them
+// an error.
+func (c *cli) warnClusterReads(set *policy.Set, strict bool, consequence string) error {
+	reads := lint.ClusterReads(set)
+	for _, r := range reads {
+		fmt.Fprintf(c.err, "warning: %s: %s\n", r, consequence)
+	}
+	if strict && len(reads) > 0 {
+		return fmt.Errorf("--strict: %d binding(s) read the cluster", len(reads))
+	}
+	return nil
 }
 
 // renderItems are the webhook configurations of groups, as unstructured

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +22,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,8 +46,9 @@ type testFile struct {
 	// bundles the cases run against together (as a cluster holds them); by
 	// default the test file's own directory.
 	Policies bundleList `json:"policies,omitempty"`
-	// Namespaces gives the labels of the namespaces cases use, for bindings
-	// with a namespaceSelector.
+	// Namespaces gives the labels of the namespaces cases use: the same as
+	// cluster.namespaces with labels alone (namespaceSelectors match them,
+	// namespaceObject reads them).
 	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
 	// Cluster, when set, is the cluster the cases run in, read as a
 	// function with cluster access reads it (docs/cluster.md).
@@ -440,18 +445,29 @@ func readTestFile(path string) (*testFile, error) {
 	if len(tf.Cases) == 0 {
 		return nil, fmt.Errorf("%s: no cases", path)
 	}
+	if len(tf.Namespaces) > 0 {
+		// namespaces: is cluster.namespaces given by labels alone: the
+		// file describes a cluster, read as a function with cluster
+		// access reads it (namespaceObject whole, the authorizer, params).
+		if tf.Cluster == nil {
+			tf.Cluster = &testCluster{}
+		}
+		for _, name := range slices.Sorted(maps.Keys(tf.Namespaces)) {
+			if slices.ContainsFunc(tf.Cluster.Namespaces, func(ns corev1.Namespace) bool { return ns.Name == name }) {
+				return nil, fmt.Errorf("%s: namespace %q is under both namespaces and cluster.namespaces: give it once, under cluster.namespaces", path, name)
+			}
+			ns := corev1.Namespace{}
+			ns.Name, ns.Labels = name, maps.Clone(tf.Namespaces[name])
+			tf.Cluster.Namespaces = append(tf.Cluster.Namespaces, ns)
+		}
+	}
 	if tf.Cluster != nil {
 		if err := tf.Cluster.check(path); err != nil {
 			return nil, err
 		}
 		// The cluster's namespaces decide namespaceSelectors too.
+		tf.Namespaces = map[string]map[string]string{}
 		for _, ns := range tf.Cluster.Namespaces {
-			if _, declared := tf.Namespaces[ns.Name]; declared {
-				return nil, fmt.Errorf("%s: namespace %q is under both namespaces and cluster.namespaces: give it once, under cluster.namespaces", path, ns.Name)
-			}
-			if tf.Namespaces == nil {
-				tf.Namespaces = map[string]map[string]string{}
-			}
 			tf.Namespaces[ns.Name] = ns.Labels
 		}
 	}
@@ -561,17 +577,17 @@ func play(ctx context.Context, eng *engine.Engine, tf *testFile, c *testCase, se
 }
 
 // mutateAll sends c with obj through the bundle's mutating webhooks as
-// kube-apiserver does: each in order, then once more each IfNeeded one
-// that a later webhook changed the object for. answer sees each response
-// and says whether the request goes on. It returns the mutated object,
-// how many patches changed it, and whether no webhook denied it.
+// kube-apiserver's mutating dispatcher does: each in order; a change to the
+// object marks every IfNeeded webhook called since the last change for
+// reinvocation, and a second round calls the marked ones in order (a
+// change there marks those called since, which a later one in the round
+// then is). answer sees each response and says whether the request goes
+// on. It returns the mutated object, how many patches changed it, and
+// whether no webhook denied it.
 func mutateAll(ctx context.Context, eng *engine.Engine, declared map[string]map[string]string, c *testCase, obj map[string]any, answer func(*engine.Result) bool) (map[string]any, int, bool, error) {
-	type called struct {
-		g       *policy.Group
-		version int
-	}
 	version := 0
-	var ifNeeded []called
+	var previous, reinvoke []*policy.Group
+	again := false
 	call := func(g *policy.Group) (bool, error) {
 		res, sent, err := sendTo(ctx, eng, g, declared, c, obj, nil)
 		if err != nil || !sent {
@@ -581,29 +597,41 @@ func mutateAll(ctx context.Context, eng *engine.Engine, declared map[string]map[
 			return false, nil
 		}
 		if len(res.Response.Patch) > 0 {
-			if obj, err = applyPatch(obj, res.Response.Patch); err != nil {
+			patched, err := applyPatch(obj, res.Response.Patch)
+			if err != nil {
 				return false, fmt.Errorf("%s: apply the patch: %w", g.Path(), err)
 			}
+			if !equality.Semantic.DeepEqual(patched, obj) {
+				reinvoke = append(reinvoke, previous...)
+				previous, again = nil, true
+			}
+			obj = patched
 			version++
+		}
+		if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			previous = append(previous, g)
 		}
 		return true, nil
 	}
+	var mutating []*policy.Group
 	for _, g := range eng.Groups() {
-		if g.Type != policy.Mutating {
-			continue
+		if g.Type == policy.Mutating {
+			mutating = append(mutating, g)
 		}
+	}
+	for _, g := range mutating {
 		if ok, err := call(g); err != nil || !ok {
 			return obj, version, false, err
 		}
-		if g.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-			ifNeeded = append(ifNeeded, called{g, version})
-		}
 	}
-	for _, cl := range ifNeeded {
-		if version == cl.version {
-			continue // nothing changed the object since this webhook saw it
+	if !again {
+		return obj, version, true, nil
+	}
+	for _, g := range mutating {
+		if !slices.Contains(reinvoke, g) {
+			continue
 		}
-		if ok, err := call(cl.g); err != nil || !ok {
+		if ok, err := call(g); err != nil || !ok {
 			return obj, version, false, err
 		}
 	}

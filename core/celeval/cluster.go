@@ -33,11 +33,15 @@ type clusterReads struct {
 }
 
 // UseCluster makes the review read what its policies ask of r: the whole
-// namespace for policies that read namespaceObject, and the `authorizer`.
+// namespace for policies that read namespaceObject, and the `authorizer`
+// (none from a cluster.NamespacesOnly).
 // ctx is the review's: it bounds every read, including the authorizer's,
 // which upstream's CEL library calls without a context.
 func (a *Attributes) UseCluster(ctx context.Context, r cluster.Reader) {
-	a.cluster = &clusterReads{reader: r, authz: admissionauthorizer.NewCachingAuthorizer(boundAuthorizer{ctx, r})}
+	a.cluster = &clusterReads{reader: r}
+	if _, only := r.(cluster.NamespacesOnly); !only {
+		a.cluster.authz = admissionauthorizer.NewCachingAuthorizer(boundAuthorizer{ctx, r})
+	}
 }
 
 // boundAuthorizer asks the cluster within the review's context.

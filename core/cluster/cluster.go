@@ -39,6 +39,12 @@ type Reader interface {
 	Params(ctx context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Selector) ([]runtime.Object, error)
 }
 
+// NamespacesOnly marks a Reader that knows a cluster's namespaces and
+// nothing else, such as the CLI's model of one built from its input: reviews
+// read whole namespaces from it, and have no authorizer and no params but
+// the bundle's, as a function without cluster access.
+type NamespacesOnly interface{ NamespacesOnly() }
+
 // ErrUnavailable marks an error reading the cluster (unreachable, slow,
 // refused credentials, too many reads in flight): the policy that needed
 // the value fails, and its failurePolicy decides.

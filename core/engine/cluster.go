@@ -25,6 +25,9 @@ func useCluster[P runtime.Object, B runtime.Object, E generic.Evaluator](ctx con
 		return hooks
 	}
 	attrs.UseCluster(ctx, r)
+	if _, only := r.(cluster.NamespacesOnly); only {
+		return hooks
+	}
 	copied := false
 	for i, h := range hooks {
 		store, ok := h.ParamInformer.(*celeval.ParamStore)

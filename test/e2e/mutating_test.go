@@ -312,8 +312,18 @@ func runMutatingParity(t *testing.T, cases []mutatingCase) {
 			r.createIgnoringExisting(`{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "`+ns+`"}}`, ns)
 			sentinelName := fmt.Sprintf("mparity-sentinel-%02d", i)
 
+			sentinels := mutatingSentinel(sentinelName)
 			wait := func(active bool) { waitMutatingSentinel(t, cs, sentinelName, active) }
-			params, policies := r.applyNative(c.bundle, ns, mutatingSentinel(sentinelName), wait)
+			if strings.Contains(c.bundle, "kind: ValidatingAdmissionPolicy\n") {
+				// The bundle's validating policies are in force once a
+				// validating sentinel after them is.
+				sentinels += "---\n" + sentinel(sentinelName)
+				wait = func(active bool) {
+					waitMutatingSentinel(t, cs, sentinelName, active)
+					waitSentinel(t, cs, sentinelName, active)
+				}
+			}
+			params, policies := r.applyNative(c.bundle, ns, sentinels, wait)
 			t.Cleanup(func() { r.removeNative(params, policies, wait) }) // if the case fails midway
 			if len(params) > 0 {
 				r.warmParams(c.requests[0].object, ns, strings.Contains(c.name, "not-found"))
