@@ -45,6 +45,7 @@ var Rules = []Rule{
 	{UncheckedRule, Warning, "A rule matches kinds whose schemas are unknown here (wildcards, custom resources), so its expressions are not type-checked."},
 	{WebhookGroups, Warning, "The bindings make many webhook groups, each a call of its own."},
 	{ParamSource, Warning, "A param kind's objects come from somewhere else than one may think: the bundle, or the cluster."},
+	{MutationShape, Error, "A mutation builds a field that none of the kinds its policy matches has, or a value of another type: kube-apiserver fails it on every request it acts on."},
 	{KubernetesVersion, Warning, "An expression uses a CEL library or function a cluster of the version linted for does not have: it refuses the policy in-cluster, and a webhook configuration that pushes the expression down."},
 }
 
@@ -57,6 +58,7 @@ const (
 	UncheckedRule   = "unchecked-rule"
 	WebhookGroups   = "webhook-groups"
 	ParamSource     = "param-source"
+	MutationShape   = "mutation-shape"
 	// KubernetesVersion: see version.go.
 	KubernetesVersion = "kubernetes-version"
 )
@@ -131,9 +133,21 @@ func SetWith(b *policy.Set, opts Options) []Finding {
 			checkVersion(opts.KubernetesVersion, p.Spec.ParamKind != nil, false, p.Spec.Variables, validatingExpressions(p), at)
 		}
 	}
+	resolver := &builtins{scheme: scheme.Scheme, cache: map[schema.GroupVersionKind]*spec.Schema{}}
+	crds := bundleCRDs(b, resolver)
 	for _, p := range b.MutatingPolicies {
 		at := func(rule, field, msg string) {
 			out = append(out, Finding{rule, severity(rule), b.Origin("MutatingAdmissionPolicy", p.Name), "MutatingAdmissionPolicy " + p.Name, field, msg})
+		}
+		if kinds := mutationKinds(p, mapper, resolver, crds); len(kinds) > 0 {
+			for i, m := range p.Spec.Mutations {
+				switch {
+				case m.ApplyConfiguration != nil:
+					checkApplyConfiguration(fmt.Sprintf("spec.mutations[%d].applyConfiguration.expression", i), m.ApplyConfiguration.Expression, kinds, at)
+				case m.JSONPatch != nil:
+					checkJSONPatch(fmt.Sprintf("spec.mutations[%d].jsonPatch.expression", i), m.JSONPatch.Expression, kinds, at)
+				}
+			}
 		}
 		for _, e := range mutatingExpressions(p) {
 			checkExpression(e.field, e.expression, opts, at)

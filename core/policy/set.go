@@ -64,10 +64,16 @@ type Set struct {
 	MutatingBindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// Params holds every param object, in bundle order.
 	Params []*unstructured.Unstructured
+	// CRDs are the CustomResourceDefinitions the bundle carries: the
+	// schemas of custom resources its policies match, which lint checks
+	// mutations against. The function does nothing with them.
+	CRDs []*unstructured.Unstructured
 	// Origins maps "Kind/name" of each policy and binding to where it was
 	// defined, for error messages.
 	Origins map[string]Origin
 }
+
+var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
 // Origin is where a bundle object was defined.
 type Origin struct {
@@ -279,6 +285,10 @@ func parse(sources []Source, lenient bool) (*Set, error) {
 	seenParams := map[string]Origin{}
 	for _, p := range params {
 		gvk := p.obj.GroupVersionKind()
+		if gvk == crdKind && !paramKinds[gvk] {
+			b.CRDs = append(b.CRDs, p.obj)
+			continue
+		}
 		if !paramKinds[gvk] {
 			errs = append(errs, AtOrigin(p.origin, fmt.Errorf("%s: unknown kind %q (apiVersion %q): not a ValidatingAdmissionPolicy, MutatingAdmissionPolicy, one of their bindings, or the paramKind of any policy in the bundle", p.origin, gvk.Kind, p.obj.GetAPIVersion())))
 			continue

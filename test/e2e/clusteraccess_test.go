@@ -464,7 +464,8 @@ func readerToken(t *testing.T, config *rest.Config, bound bool) string {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "admitfn"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts("admitfn").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	// Tests that each need a reader share it.
+	if _, err := cs.CoreV1().ServiceAccounts("admitfn").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if bound {
@@ -479,7 +480,7 @@ func readerToken(t *testing.T, config *rest.Config, bound bool) string {
 		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{"rules.admitfn.io"}, Resources: []string{"limits"}, Verbs: []string{"get", "list", "watch"}},
 			// lateArrivals' kind, whose CRD is created after the function starts.
 			rbacv1.PolicyRule{APIGroups: []string{"late.admitfn.io"}, Resources: []string{"quotas"}, Verbs: []string{"get", "list", "watch"}})
-		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 		binding := &rbacv1.ClusterRoleBinding{
@@ -487,7 +488,7 @@ func readerToken(t *testing.T, config *rest.Config, bound bool) string {
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: "admitfn"}},
 		}
-		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}

@@ -41,7 +41,7 @@ spec:
   failurePolicy: Fail
   matchConstraints:
     resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
-  matchConditions: [{name: fails, expression: "object.data.nope == 'x'"}]
+  matchConditions: [{name: never, expression: "object.metadata.name == 'never-this-one'"}]
   validations: [{expression: "true"}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
@@ -111,6 +111,7 @@ func TestPushDownWorkload(t *testing.T) {
 			files["pushdown-sentinel.yaml"] = pushdownSentinel
 			name := "pushdown-" + filepath.Base(dir)
 			fn, bundleDir, _ := startAdmitfnOn(t, kube.config, viaServer, files, name, nil, nil, "--push-down=false")
+			route := sentinelRoute(t, kube.render(t, bundleDir, "https://"+fn.addr, name))
 
 			reviews := func() (calls, idle int) {
 				for _, line := range strings.Split(fn.Logs(), "\n") {
@@ -119,7 +120,7 @@ func TestPushDownWorkload(t *testing.T) {
 						Idle    bool
 						Route   string
 					}
-					if json.Unmarshal([]byte(line), &m) == nil && m.Message == "review" && !strings.Contains(line, "sentinel") {
+					if json.Unmarshal([]byte(line), &m) == nil && m.Message == "review" && !strings.Contains(line, "sentinel") && m.Route != route {
 						calls++
 						if m.Idle {
 							idle++
@@ -128,7 +129,7 @@ func TestPushDownWorkload(t *testing.T) {
 				}
 				return calls, idle
 			}
-			waitPushDown(t, r, model.Namespace, false)
+			waitPushDown(t, r, fn, route, model.Namespace, false)
 			c0, i0 := reviews()
 			without := playWrites(t, r, writes)
 			c1, i1 := reviews()
@@ -154,7 +155,7 @@ func TestPushDownWorkload(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitPushDown(t, r, model.Namespace, true)
+			waitPushDown(t, r, fn, route, model.Namespace, true)
 			c2, i2 := reviews()
 			with := playWrites(t, r, writes)
 			c3, i3 := reviews()
@@ -224,25 +225,46 @@ func bundleFiles(t *testing.T, dir string) map[string]string {
 }
 
 // waitPushDown waits until the configuration in force does (on) or does
-// not push down: the sentinel's failing condition is kube-apiserver's
-// answer, or the function's.
-func waitPushDown(t *testing.T, r *parityRunner, ns string, on bool) {
+// not push down: the sentinel's condition is false on the probe, so
+// kube-apiserver skips the call with push-down and calls the function,
+// which logs an idle review on the sentinel's route, without.
+func waitPushDown(t *testing.T, r *parityRunner, fn *admitfn, route, ns string, on bool) {
 	t.Helper()
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "pushdown-sentinel", "namespace": ns, "labels": map[string]any{"admitfn.e2e/pushdown-sentinel": "true"}}}}
+	onRoute := func() int { return strings.Count(fn.Logs(), `"route":"`+route+`"`) }
 	deadline := time.Now().Add(patience)
 	for {
+		before := onRoute()
 		_, err := r.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns).Create(context.Background(), cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		pushed := err != nil && strings.HasPrefix(err.Error(), `configmaps "pushdown-sentinel" is forbidden: expression 'object.data.nope == 'x'' resulted in error`)
-		called := err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'pushdown-sentinel.e2e' with binding 'pushdown-sentinel.e2e' denied request")
-		if (on && pushed) || (!on && called) {
+		if err != nil {
+			t.Fatalf("the push-down sentinel's probe: %v", err)
+		}
+		// The function logs a review once it has answered: give it time.
+		called := false
+		for wait := time.Now().Add(2 * time.Second); !called && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+			called = onRoute() > before
+		}
+		if called != on {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("push-down %v not in force: %v", on, err)
+			t.Fatalf("push-down %v not in force: the sentinel's call was made: %v", on, called)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// sentinelRoute is the route of the push-down sentinel's webhook in cfg.
+func sentinelRoute(t *testing.T, cfg rendered) string {
+	t.Helper()
+	for _, w := range cfg.validating.Webhooks {
+		if w.ObjectSelector != nil && w.ObjectSelector.MatchLabels["admitfn.e2e/pushdown-sentinel"] == "true" {
+			u := *w.ClientConfig.URL
+			return u[strings.LastIndex(u, "/validate/"):]
+		}
+	}
+	t.Fatal("no webhook of the push-down sentinel")
+	return ""
 }
 
 // playWrites makes each write as a dry run, as its author, and returns what
