@@ -217,25 +217,26 @@ func resolve(kinds []kindSchema, what string, path []string) ([]*spec.Schema, st
 		schemas[i] = k.schema
 	}
 	for i, seg := range path {
-		next := schemas[:0:0]
-		var have []*spec.Schema
-		for _, s := range schemas {
-			s = element(s)
-			if c, ok := child(s, seg); ok {
-				next = append(next, c)
-				have = append(have, s)
-			}
-		}
+		next, from := step(schemas, seg)
 		if len(next) == 0 {
-			var at []*spec.Schema
-			for _, s := range schemas {
-				at = append(at, element(s))
-			}
-			return nil, missing(what+strings.Join(path[:i], "."), seg, kinds, at)
+			return nil, missing(what+strings.Join(path[:i], "."), seg, kinds, from)
 		}
 		schemas = next
 	}
 	return schemas, ""
+}
+
+// step is the schemas of field seg of each of schemas (of their elements,
+// for arrays), and the schemas it was looked for in.
+func step(schemas []*spec.Schema, seg string) (next, from []*spec.Schema) {
+	for _, s := range schemas {
+		s = element(s)
+		from = append(from, s)
+		if c, ok := child(s, seg); ok {
+			next = append(next, c)
+		}
+	}
+	return next, from
 }
 
 // checkApplyConfiguration checks the Object types and fields an
@@ -259,20 +260,9 @@ func checkApplyConfiguration(field, expr string, kinds []kindSchema, at func(rul
 		}
 		for _, f := range st.Fields() {
 			sf := f.AsStructField()
-			var have []*spec.Schema
-			var fieldSchemas []*spec.Schema
-			for _, s := range schemas {
-				if c, ok := child(element(s), sf.Name()); ok {
-					have = append(have, s)
-					fieldSchemas = append(fieldSchemas, c)
-				}
-			}
-			if len(have) == 0 {
-				var at2 []*spec.Schema
-				for _, s := range schemas {
-					at2 = append(at2, element(s))
-				}
-				at(MutationShape, field, missing(name, sf.Name(), kinds, at2))
+			fieldSchemas, from := step(schemas, sf.Name())
+			if len(fieldSchemas) == 0 {
+				at(MutationShape, field, missing(name, sf.Name(), kinds, from))
 				continue
 			}
 			v := sf.Value()

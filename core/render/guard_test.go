@@ -28,7 +28,6 @@ import (
 	"github.com/admitfn/admitfn/core/engine"
 	"github.com/admitfn/admitfn/core/policy"
 	"github.com/admitfn/admitfn/core/render"
-	"github.com/admitfn/admitfn/core/review"
 )
 
 // outcome is what kube-apiserver's matchConditions matcher makes of one
@@ -249,16 +248,7 @@ spec:
   policyName: p
   validationActions: [Deny]
 `, tc.expr)
-			set, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(doc)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := engine.New(set, celeval.NewCompiler())
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := e.Groups()[0]
-			rep := render.PushDown(g, set, "w", false)
+			e, g, rep := pushDownOf(t, doc)
 			br := rep.Bindings[0]
 			switch {
 			case tc.guarded:
@@ -312,15 +302,7 @@ func reviewConfigMap(t *testing.T, e *engine.Engine, g *policy.Group, cm *corev1
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := review.Decode(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.Review(context.Background(), g.Route(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Response
+	return reviewOn(t, e, g, body).Response
 }
 
 // A guard for a kind the policy's rules name reads its fields as that
@@ -400,4 +382,20 @@ func TestKindAndSizeGuardsNeverFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pushDownOf is the engine of the bundle doc, its first group, and that
+// group's push-down without cluster access.
+func pushDownOf(t *testing.T, doc string) (*engine.Engine, *policy.Group, render.Report) {
+	t.Helper()
+	set, err := policy.Parse([]policy.Source{{Name: "p.yaml", Data: []byte(doc)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(set, celeval.NewCompiler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := e.Groups()[0]
+	return e, g, render.PushDown(g, set, "w", false)
 }

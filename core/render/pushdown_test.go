@@ -124,16 +124,23 @@ func answer(t *testing.T, e *engine.Engine, g *policy.Group, r request) (idle, a
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := reviewOn(t, e, g, body)
+	resp = res.Response
+	return res.Idle && resp.Allowed && len(resp.Warnings) == 0 && len(resp.Patch) == 0 && len(resp.AuditAnnotations) == 0, resp.Allowed, resp
+}
+
+// reviewOn is the engine's answer to the AdmissionReview body on g's route.
+func reviewOn(t *testing.T, e *engine.Engine, g *policy.Group, body []byte) *engine.Result {
+	t.Helper()
 	req, err := review.Decode(body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.Review(context.Background(), g.Route(), req)
 	if err != nil {
-		t.Fatalf("%s: %v", r, err)
+		t.Fatal(err)
 	}
-	resp = res.Response
-	return res.Idle && resp.Allowed && len(resp.Warnings) == 0 && len(resp.Patch) == 0 && len(resp.AuditAnnotations) == 0, resp.Allowed, resp
+	return res
 }
 
 // requests is a grid of writes: controllers, nodes and people, on the
@@ -460,11 +467,11 @@ spec:
 func TestPushDownErrors(t *testing.T) {
 	for _, fp := range []admissionregistrationv1.FailurePolicyType{admissionregistrationv1.Fail, admissionregistrationv1.Ignore} {
 		t.Run(string(fp), func(t *testing.T) {
-			set, err := policy.Parse([]policy.Source{{Name: "team.yaml", Data: []byte(`apiVersion: admissionregistration.k8s.io/v1
+			e, g, rep := pushDownOf(t, `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: team}
 spec:
-  failurePolicy: ` + string(fp) + `
+  failurePolicy: `+string(fp)+`
   matchConstraints:
     resourceRules:
     - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
@@ -480,16 +487,7 @@ metadata: {name: team}
 spec:
   policyName: team
   validationActions: [Deny]
-`)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := engine.New(set, celeval.NewCompiler())
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := e.Groups()[0]
-			rep := render.PushDown(g, set, "w", false)
+`)
 			if len(rep.Conditions) != 1 {
 				t.Fatalf("conditions %v", rep.Conditions)
 			}
