@@ -28,7 +28,7 @@ func FuzzServeHTTP(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add("/"+hostileToken+"/validate?timeout=10s", "application/json", good)
-	f.Add("/"+hostileToken+"/mutate/be3fc56f24", "application/json; charset=utf-8", good)
+	f.Add("/"+hostileToken+"/mutate/f678019434", "application/json; charset=utf-8", good)
 	f.Add("/validate", "application/json", good)
 	f.Add("/"+hostileToken+"/readyz", "", []byte(nil))
 	f.Add("/"+hostileToken+"/validate?timeout=1ns", "application/json", []byte(`{"kind":"AdmissionReview"}`))

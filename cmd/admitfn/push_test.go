@@ -115,7 +115,7 @@ func pushAndFetch(t *testing.T, to string, bucket store.Bucket, versioned bool) 
 	wantLast := "published bundle " + id + " to " + to + ": 12 files, manifest prod/.admitfn/manifest.json, signed by key " + bundle.KeyID(pub[0]) + ", " + stamp
 	// The difference first: a first push adds everything.
 	end := slices.Index(lines, "apply the webhook configuration after the push (admitfn render, or the Terraform webhook module)")
-	if lines[0] != to+" holds no bundle: bundle "+id+" would be its first" || end < 0 || lines[end-1] != "  route added: /mutate/be3fc56f24" {
+	if lines[0] != to+" holds no bundle: bundle "+id+" would be its first" || end < 0 || lines[end-1] != "  route added: /mutate/f678019434" {
 		t.Fatalf("push output:\n%s\nwant the difference with nothing first", out)
 	}
 	uploads := lines[end+1 : len(lines)-1]

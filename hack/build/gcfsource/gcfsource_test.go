@@ -259,7 +259,7 @@ func TestFunctionAnswersReviews(t *testing.T) {
 		{"allow v1beta1", "/validate/dd1dcf98e3?timeout=10s", "application/json", request("basic-allow-v1beta1"), 200, golden("basic-allow-v1beta1")},
 		{"deny", "/validate/dd1dcf98e3?timeout=10s", "application/json", request("basic-deny"), 200, golden("basic-deny")},
 		{"warn", "/validate?timeout=10s", "application/json", request("warn"), 200, golden("warn")},
-		{"mutate", "/mutate/be3fc56f24?timeout=10s", "application/json", request("mutate-sidecar"), 200, golden("mutate-sidecar")},
+		{"mutate", "/mutate/f678019434?timeout=10s", "application/json", request("mutate-sidecar"), 200, golden("mutate-sidecar")},
 		{"malformed review", "/validate", "application/json", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400,
 			map[string]any{"apiVersion": "v1", "kind": "Status", "metadata": map[string]any{}, "status": "Failure", "reason": "BadRequest", "code": float64(400),
 				"message": "malformed AdmissionReview: request is missing"}},

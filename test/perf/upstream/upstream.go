@@ -12,6 +12,7 @@ import (
 	_ "github.com/google/cel-go/common"
 	_ "github.com/google/cel-go/common/ast"
 	_ "github.com/google/cel-go/common/functions"
+	_ "github.com/google/cel-go/common/operators"
 	_ "github.com/google/cel-go/common/overloads"
 	_ "github.com/google/cel-go/common/types"
 	_ "github.com/google/cel-go/common/types/ref"
