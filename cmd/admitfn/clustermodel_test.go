@@ -129,3 +129,85 @@ spec: {policyName: %[1]s}
 		}
 	}
 }
+
+// apply -f reads a namespace's annotations from --namespace-annotations for
+// namespaceObject, and names a binding that asks the authorizer (which
+// apply -f does not have: the check fails as without cluster access).
+func TestApplyNamespaceAnnotationsAndAuthorizer(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: owned}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "namespaceObject.metadata.?annotations[?'owner'].orValue('') == 'team-a'"
+    message: the namespace is not team-a's
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: owned}
+spec: {policyName: owned, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: approvers}
+spec:
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "authorizer.group('').resource('configmaps').check('approve').allowed()"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: approvers}
+spec: {policyName: approvers, validationActions: [Deny]}
+`), 0o644)
+	cm := filepath.Join(t.TempDir(), "cm.yaml")
+	os.WriteFile(cm, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"), 0o644)
+	authzWarning := "warning: binding approvers (policy approvers) reads authorizer, which apply -f does not have: it decides as a function without cluster access does (docs/differences.md); apply --cluster reads them\n"
+	code, out, errOut := applyAt("", "apply", "-p", dir, "-f", cm, "--namespace-annotations", "shop=owner=team-a")
+	if code != 0 || errOut != authzWarning || !strings.Contains(out, "ALLOWED") {
+		t.Errorf("owned by team-a: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	code, out, _ = applyAt("", "apply", "-p", dir, "-f", cm, "--namespace-annotations", "shop=owner=team-b")
+	if code != 1 || !strings.Contains(out, "the namespace is not team-a's") {
+		t.Errorf("owned by team-b: exit %d\n%s", code, out)
+	}
+}
+
+// A test file's namespaces: describes a cluster, as cluster.namespaces:
+// the authorizer answers by the file's rules (none: denied) rather than
+// failing as it does for a function without cluster access.
+func TestTestFileNamespacesDescribeACluster(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: approvers}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "authorizer.group('').resource('configmaps').check('approve').allowed()"
+    message: approvers only
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: approvers}
+spec: {policyName: approvers, validationActions: [Deny]}
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "p_test.yaml"), []byte(`namespaces:
+  shop: {env: prod}
+cases:
+- name: denied by the authorizer, not failed
+  object: {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: shop}}
+  expect: {allowed: false, message: "ValidatingAdmissionPolicy 'approvers' with binding 'approvers' denied request: approvers only"}
+`), 0o644)
+	if code, out, errOut := applyAt("", "test", dir); code != 0 {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+}
