@@ -44,7 +44,7 @@ import (
 // would reject the request itself, in its own words and quoting the
 // condition, where the function denies in upstream's: so under Fail no
 // pushed condition can fail. Each is pushed as written when it cannot, as
-// G || (c) when a guard G covers every way it could (celeval.Guard: then
+// G || (c) when a guard G covers every way it could (celeval.GuardCondition: then
 // kube-apiserver calls the function, which answers as upstream does), and
 // not at all otherwise. A binding that takes params keeps its conditions
 // under Fail: kube-apiserver denies one whose params are missing before it
@@ -107,7 +107,6 @@ type binding struct {
 	// (kube-apiserver fails a binding without params before its
 	// conditions).
 	takesParams bool
-	denies      bool
 	// object is what is known of the kind of object its requests carry.
 	object celeval.GuardOptions
 }
@@ -123,7 +122,6 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 		out = append(out, binding{
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
 			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil,
-			denies: slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny),
 			object: objectOf(p.Spec.MatchConstraints, b.Spec.MatchResources),
 		})
 	}
@@ -134,7 +132,7 @@ func bindingsOf(g *policy.Group, set *policy.Set) []binding {
 		}
 		out = append(out, binding{
 			name: b.Name, policy: p.Name, policyRules: p.Spec.MatchConstraints, bindRules: b.Spec.MatchResources,
-			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil, denies: true,
+			conditions: p.Spec.MatchConditions, takesParams: b.Spec.ParamRef != nil || p.Spec.ParamKind != nil,
 			object: objectOf(p.Spec.MatchConstraints, b.Spec.MatchResources),
 		})
 	}
