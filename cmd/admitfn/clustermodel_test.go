@@ -151,21 +151,7 @@ kind: ValidatingAdmissionPolicyBinding
 metadata: {name: owned}
 spec: {policyName: owned, validationActions: [Deny]}
 ---
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: approvers}
-spec:
-  failurePolicy: Ignore
-  matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
-  validations:
-  - expression: "authorizer.group('').resource('configmaps').check('approve').allowed()"
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: approvers}
-spec: {policyName: approvers, validationActions: [Deny]}
-`), 0o644)
+`+approversPolicy("Ignore")), 0o644)
 	cm := filepath.Join(t.TempDir(), "cm.yaml")
 	os.WriteFile(cm, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"), 0o644)
 	authzWarning := "warning: binding approvers (policy approvers) reads authorizer, which apply -f does not have: it decides as a function without cluster access does (docs/differences.md); apply --cluster reads them\n"
@@ -184,22 +170,7 @@ spec: {policyName: approvers, validationActions: [Deny]}
 // failing as it does for a function without cluster access.
 func TestTestFileNamespacesDescribeACluster(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: approvers}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
-  validations:
-  - expression: "authorizer.group('').resource('configmaps').check('approve').allowed()"
-    message: approvers only
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: approvers}
-spec: {policyName: approvers, validationActions: [Deny]}
-`), 0o644)
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(approversPolicy("Fail")), 0o644)
 	os.WriteFile(filepath.Join(dir, "p_test.yaml"), []byte(`namespaces:
   shop: {env: prod}
 cases:
@@ -210,4 +181,25 @@ cases:
 	if code, out, errOut := applyAt("", "test", dir); code != 0 {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// approversPolicy denies ConfigMaps unless the authorizer allows the
+// requester to approve them ("approvers only"), under failurePolicy fp.
+func approversPolicy(fp string) string {
+	return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: approvers}
+spec:
+  failurePolicy: ` + fp + `
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "authorizer.group('').resource('configmaps').check('approve').allowed()"
+    message: approvers only
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: approvers}
+spec: {policyName: approvers, validationActions: [Deny]}
+`
 }

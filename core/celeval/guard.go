@@ -3,7 +3,6 @@ package celeval
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"regexp"
@@ -285,6 +284,9 @@ func guardParts(expr string, opts GuardOptions) (guard, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if g.printErr != nil {
+		return nil, nil, unguardable{"has a part that does not print back as CEL: " + g.printErr.Error()}
+	}
 	if g.kindRead {
 		gd = gd.or(g.kind)
 	}
@@ -357,6 +359,8 @@ type guarder struct {
 	// sized are the lists and maps read outside comprehensions, whose
 	// sizes bound the cost.
 	sized []string
+	// printErr is the first part of the expression text could not print.
+	printErr error
 }
 
 type unguardable struct{ what string }
@@ -370,11 +374,13 @@ func IsUnguardable(err error) bool {
 	return errors.As(err, &u)
 }
 
+// text prints e back as CEL. Unparse fails only on ASTs the parser does
+// not produce; should it, the first failure makes the whole condition
+// unguardable (guardParts), never a panic.
 func (g *guarder) text(e ast.Expr) string {
 	s, err := parser.Unparse(e, g.info)
-	if err != nil {
-		// Unparse fails only on ASTs the parser does not produce.
-		panic(fmt.Sprintf("unparse: %v", err))
+	if err != nil && g.printErr == nil {
+		g.printErr = err
 	}
 	return s
 }
@@ -569,7 +575,7 @@ func (g *guarder) call(e ast.Expr) (*shape, guard, error) {
 		// Scalars of any two types compare (false across types), and
 		// anything compares with null; a list, map or object kube-apiserver
 		// holds as its Go type fails against a value of another type.
-		if comparable(shapes[0], shapes[1]) {
+		if comparableShapes(shapes[0], shapes[1]) {
 			return boolShape, gd, nil
 		}
 		return nil, nil, unguardable{"compares " + g.text(e) + ", which fails on values of other types"}
@@ -581,7 +587,7 @@ func (g *guarder) call(e ast.Expr) (*shape, guard, error) {
 	case fn == operators.In:
 		switch shapes[1].kind {
 		case shapeList:
-			if comparable(shapes[0], shapes[1].elem) {
+			if comparableShapes(shapes[0], shapes[1].elem) {
 				return boolShape, gd, nil
 			}
 		case shapeMap:
@@ -636,14 +642,15 @@ func scalar(s *shape) bool {
 	return true
 }
 
-func comparable(a, b *shape) bool {
+// comparableShapes: == and != on values of shapes a and b cannot fail.
+func comparableShapes(a, b *shape) bool {
 	switch {
 	case a.kind == shapeNull || b.kind == shapeNull:
 		return true
 	case scalar(a) && scalar(b):
 		return true
 	case a.kind == shapeList && b.kind == shapeList:
-		return comparable(a.elem, b.elem)
+		return comparableShapes(a.elem, b.elem)
 	}
 	return false
 }
