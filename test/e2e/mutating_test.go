@@ -276,8 +276,8 @@ func reinvocationBundle(docs ...string) string { return strings.Join(docs, "---\
 // mixedErrorsBundle: a VAP under Fail whose condition reads a label that
 // may be missing, one under Ignore whose condition reads data that is
 // missing, a MAP under Fail whose condition reads a missing label, and a
-// MAP under Fail taking a ConfigMap param whose condition fails where the
-// other MAP's does (so that either order denies alike).
+// MAP under Fail taking a ConfigMap param whose condition never fails: two
+// failing MAPs would deny in whichever order kube-apiserver takes them.
 func mixedErrorsBundle() string {
 	// CREATE and UPDATE only: on a DELETE, object is null and v-fail's
 	// condition fails, which would deny the cleanup.
@@ -285,7 +285,7 @@ func mixedErrorsBundle() string {
 	vIgnore := simple("v-ignore", "failurePolicy: Ignore\n"+cmCreateUpdate+"matchConditions: [{name: data, expression: \"object.data.missing == 'x'\"}]\nvalidations: [{expression: 'false', message: never}]", "")
 	mFail := mutating("m-fail", cmCreateUpdate+"matchConditions: [{name: team, expression: \"object.metadata.labels.team == 'a'\"}]\n"+
 		apply(`Object{metadata: Object.metadata{annotations: {"team": "a"}}}`), "")
-	mParams := mutating("m-params", "paramKind: {apiVersion: v1, kind: ConfigMap}\n"+cmCreateUpdate+"matchConditions: [{name: not-b, expression: \"object.metadata.labels.team != 'b'\"}]\n"+
+	mParams := mutating("m-params", "paramKind: {apiVersion: v1, kind: ConfigMap}\n"+cmCreateUpdate+"matchConditions: [{name: not-b, expression: \"object.metadata.?labels.team.orValue('') != 'b'\"}]\n"+
 		apply(`Object{metadata: Object.metadata{annotations: {"owner": params.data.owner}}}`), "paramRef: {name: owners, namespace: $NS, parameterNotFoundAction: Deny}")
 	return vFail + "---\n" + vIgnore + "---\n" + mFail + "---\n" + mParams +
 		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: owners, namespace: $NS}\ndata: {owner: platform}\n"
